@@ -1,0 +1,437 @@
+import { BufferPool, fmtBytes, type GpuBuffer, type MemoryStats } from './buffer-pool';
+import { DeviceError, OutOfMemoryError, RustyError, ShaderError } from './errors';
+import { getGPU, INSTALL_HINT, type SpeedToggles } from './gpu-provider';
+import { kernelKey, kernelSource, type KernelDef, type ParamSpec } from './kernel';
+import { Profiler } from './profiler';
+
+export interface ContextOptions {
+  /** Substring of the adapter's name/vendor/description to pick (Node: passed to Dawn). Env: RUSTY_ADAPTER. */
+  adapter?: string;
+  /** Env: RUSTY_POWER_PREFERENCE. */
+  powerPreference?: GPUPowerPreference;
+  /** Speed toggles (Node/Dawn). `false` turns all off; default all on unless env RUSTY_SAFE=1. */
+  speed?: boolean | Partial<SpeedToggles>;
+  /** Features to leave off even where the adapter has them (to test portable paths). */
+  disableFeatures?: readonly OptionalFeature[];
+  /** Time every dispatch with timestamp queries (one pass per dispatch; slower). */
+  profile?: boolean;
+  /** Submit after this many dispatches (lavapipe crashed on one pass of 12,000). Default 4096. */
+  maxDispatchesPerSubmit?: number;
+}
+
+export type OptionalFeature = 'shader-f16' | 'subgroups' | 'timestamp-query' | 'chromium-experimental-subgroup-matrix';
+const OPTIONAL_FEATURES: OptionalFeature[] = [
+  'shader-f16',
+  'subgroups',
+  'timestamp-query',
+  'chromium-experimental-subgroup-matrix',
+];
+
+export interface ContextInfo {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+  /** True for CPU software adapters (lavapipe, SwiftShader, WARP). */
+  isSoftware: boolean;
+  features: { shaderF16: boolean; subgroups: boolean; timestampQuery: boolean; subgroupMatrix: boolean };
+  subgroupMatrixConfigs: unknown[];
+  /** Every limit of the device (the adapter's maxima were requested). */
+  limits: Record<string, number>;
+  speed: SpeedToggles;
+}
+
+/** A compiled kernel: pipeline and the layout signature that its bind groups share. */
+export interface Kernel {
+  readonly name: string;
+  readonly key: string;
+  readonly pipeline: GPUComputePipeline;
+  readonly layoutSig: string;
+  readonly layout: GPUBindGroupLayout;
+  readonly params: readonly ParamSpec[];
+  readonly nBindings: number;
+}
+
+export interface DispatchStats {
+  dispatches: number;
+  submits: number;
+}
+
+const SLOT = 256;
+const RING_SLOTS = 4096;
+
+/** The GPU runtime: device, buffer pool, pipeline and bind-group caches, batched command encoding. */
+export class Context {
+  readonly info: ContextInfo;
+  readonly profiler: Profiler;
+  readonly stats: DispatchStats = { dispatches: 0, submits: 0 };
+  private pool: BufferPool;
+  private kernels = new Map<string, Kernel>();
+  private layouts = new Map<string, GPUBindGroupLayout>();
+  private bindGroups = new Map<string, GPUBindGroup>();
+  private bindGroupsOf = new Map<number, string[]>();
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private pendingIds = new Set<number>();
+  private pendingDispatches = 0;
+  private ring: GPUBuffer;
+  private ringCpu = new ArrayBuffer(SLOT * RING_SLOTS);
+  private ringView = new DataView(this.ringCpu);
+  private ringUsed = 0;
+  private maxPerSubmit: number;
+  private error: RustyError | null = null;
+  private destroyed = false;
+
+  constructor(
+    readonly device: GPUDevice,
+    info: ContextInfo,
+    opts: ContextOptions,
+  ) {
+    this.info = info;
+    this.maxPerSubmit = opts.maxDispatchesPerSubmit ?? 4096;
+    this.pool = new BufferPool(device, info.limits.maxBufferSize ?? 2 ** 30, (b) => this.forgetBuffer(b));
+    this.ring = device.createBuffer({ size: SLOT * RING_SLOTS, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    this.profiler = new Profiler(device, info.features.timestampQuery && !!opts.profile);
+    device.addEventListener('uncapturederror', (ev) => {
+      const e = (ev as GPUUncapturedErrorEvent).error;
+      this.error ??=
+        e instanceof GPUOutOfMemoryError
+          ? new OutOfMemoryError(`GPU out of memory: ${e.message}. ${OOM_HINT}`)
+          : new DeviceError(`GPU error: ${e.message}`);
+    });
+    void device.lost.then((l) => {
+      if (!this.destroyed) this.error ??= new DeviceError(`GPU device lost (${l.reason}): ${l.message}`);
+    });
+  }
+
+  /** Bytes live, pooled and peak. */
+  get memory(): MemoryStats {
+    return { ...this.pool.stats };
+  }
+
+  resetPeak(): void {
+    this.pool.stats.peak = this.pool.stats.live;
+  }
+
+  /** Limit on one storage binding (tensors larger than this are bound in chunks). */
+  get maxBinding(): number {
+    return this.info.limits.maxStorageBufferBindingSize!;
+  }
+
+  /** A storage buffer of at least `bytes` bytes from the pool. Contents are undefined. */
+  alloc(bytes: number): GpuBuffer {
+    this.check();
+    return this.pool.acquire(bytes);
+  }
+
+  /** Return a buffer to the pool; work already encoded that uses it still sees it intact. */
+  release(buf: GpuBuffer): void {
+    this.pool.release(buf);
+  }
+
+  /** Destroy pooled (released) buffers. */
+  trimPool(): void {
+    this.pool.trim();
+  }
+
+  /** Write bytes into a buffer, ordered after everything encoded so far. */
+  write(buf: GpuBuffer, data: ArrayBufferView, byteOffset = 0): void {
+    this.check();
+    this.assertLive(buf);
+    if (byteOffset + data.byteLength > buf.size)
+      throw new OutOfMemoryError(`write of ${data.byteLength} bytes at ${byteOffset} overruns a ${buf.size}-byte buffer`);
+    if (this.pendingIds.has(buf.id)) this.flush();
+    let bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    if (bytes.byteLength % 4) {
+      const padded = new Uint8Array(Math.ceil(bytes.byteLength / 4) * 4);
+      padded.set(bytes);
+      bytes = padded;
+    }
+    this.device.queue.writeBuffer(buf.gpu, byteOffset, bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  /** Read bytes back (a sync point: submits pending work). */
+  async read(buf: GpuBuffer, byteLength = buf.size, byteOffset = 0): Promise<ArrayBuffer> {
+    this.check();
+    this.assertLive(buf);
+    const n = Math.ceil(byteLength / 4) * 4;
+    const staging = this.device.createBuffer({ size: Math.max(n, 4), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    this.endPass();
+    this.enc().copyBufferToBuffer(buf.gpu, byteOffset, staging, 0, n);
+    this.flush();
+    try {
+      await staging.mapAsync(GPUMapMode.READ);
+    } catch (e) {
+      this.check();
+      throw new DeviceError(`reading a buffer back failed: ${(e as Error).message}`, { cause: e });
+    }
+    const out = staging.getMappedRange().slice(0, byteLength);
+    staging.unmap();
+    staging.destroy();
+    this.check();
+    return out;
+  }
+
+  /** Encode a buffer-to-buffer copy (offsets and size multiples of 4). */
+  copy(src: GpuBuffer, dst: GpuBuffer, bytes: number, srcOffset = 0, dstOffset = 0): void {
+    this.check();
+    this.endPass();
+    this.enc().copyBufferToBuffer(src.gpu, srcOffset, dst.gpu, dstOffset, bytes);
+    this.pendingIds.add(src.id).add(dst.id);
+  }
+
+  /** Compile (or fetch from the cache) a kernel. Compile errors surface at the next sync point; use
+   *  `compile` to get them at once. */
+  kernel(def: KernelDef): Kernel {
+    const key = kernelKey(def);
+    const hit = this.kernels.get(key);
+    if (hit) return hit;
+    const sig = (def.params?.length ? 'u' : '') + def.bindings.map((b) => (b.access === 'read' ? 'r' : 'w')).join('');
+    const layout = this.layoutFor(sig);
+    this.device.pushErrorScope('validation');
+    const module = this.device.createShaderModule({ label: def.name, code: kernelSource(def) });
+    const pipeline = this.device.createComputePipeline({
+      label: def.name,
+      layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
+      compute: { module, entryPoint: def.entryPoint ?? 'main', constants: def.constants as Record<string, number> },
+    });
+    void this.device.popErrorScope().then((err) => {
+      if (err) this.error = new ShaderError(`kernel '${def.name}' failed to compile: ${err.message}`);
+    });
+    const k: Kernel = { name: def.name, key, pipeline, layoutSig: sig, layout, params: def.params ?? [], nBindings: def.bindings.length };
+    this.kernels.set(key, k);
+    return k;
+  }
+
+  /** Compile a kernel and wait for the compiler: a WGSL error becomes a `ShaderError` with its messages. */
+  async compile(def: KernelDef): Promise<Kernel> {
+    const key = kernelKey(def);
+    const hit = this.kernels.get(key);
+    if (hit) return hit;
+    const module = this.device.createShaderModule({ label: def.name, code: kernelSource(def) });
+    const info = await module.getCompilationInfo();
+    const errs = info.messages.filter((m) => m.type === 'error');
+    if (errs.length)
+      throw new ShaderError(
+        `kernel '${def.name}' failed to compile:\n` + errs.map((m) => `  line ${m.lineNum}:${m.linePos}: ${m.message}`).join('\n'),
+      );
+    this.device.pushErrorScope('validation');
+    const k = this.kernel(def);
+    const err = await this.device.popErrorScope();
+    if (err) {
+      this.kernels.delete(key);
+      throw new ShaderError(`kernel '${def.name}' failed to build a pipeline: ${err.message}`);
+    }
+    return k;
+  }
+
+  /**
+   * Encode one dispatch. `buffers` bind in order to bindings 1..n; `params` fill the uniform struct in the
+   * order of the kernel's `params`. `workgroups` is x or [x, y, z].
+   */
+  dispatch(k: Kernel, buffers: readonly GpuBuffer[], workgroups: number | readonly number[], params?: ArrayLike<number>): void {
+    if (this.error) this.check();
+    if (buffers.length !== k.nBindings)
+      throw new DeviceError(`kernel '${k.name}' takes ${k.nBindings} buffers, got ${buffers.length}`);
+    const hasU = k.params.length > 0;
+    if (hasU && this.ringUsed + SLOT > this.ringCpu.byteLength) this.flush();
+    let key = k.layoutSig;
+    for (let i = 0; i < buffers.length; i++) {
+      const b = buffers[i]!;
+      if (b.released) throw new DeviceError(`kernel '${k.name}': buffer ${i} was already released`);
+      key += ':' + b.id;
+      this.pendingIds.add(b.id);
+    }
+    let bg = this.bindGroups.get(key);
+    if (!bg) bg = this.makeBindGroup(key, k.layout, hasU, buffers);
+    const wx = typeof workgroups === 'number' ? workgroups : workgroups[0]!;
+    const wy = typeof workgroups === 'number' ? 1 : (workgroups[1] ?? 1);
+    const wz = typeof workgroups === 'number' ? 1 : (workgroups[2] ?? 1);
+    const pass = this.profiler.enabled ? this.profiledPass(k.name) : (this.pass ??= this.enc().beginComputePass());
+    pass.setPipeline(k.pipeline);
+    if (hasU) {
+      const off = this.ringUsed;
+      const v = this.ringView;
+      const ps = k.params;
+      for (let i = 0; i < ps.length; i++) {
+        const x = params ? params[i]! : 0;
+        const t = ps[i]!.charCodeAt(0);
+        if (t === 102 /* f */) v.setFloat32(off + 4 * i, x, true);
+        else if (t === 105 /* i */) v.setInt32(off + 4 * i, x, true);
+        else v.setUint32(off + 4 * i, x, true);
+      }
+      this.ringUsed += SLOT;
+      pass.setBindGroup(0, bg, [off]);
+    } else pass.setBindGroup(0, bg);
+    if (wx > 0 && wy > 0 && wz > 0) pass.dispatchWorkgroups(wx, wy, wz);
+    if (this.profiler.enabled) pass.end();
+    this.stats.dispatches++;
+    if (++this.pendingDispatches >= this.maxPerSubmit) this.flush();
+  }
+
+  /** Submit everything encoded so far. */
+  flush(): void {
+    if (!this.encoder) return;
+    this.endPass();
+    if (this.ringUsed) this.device.queue.writeBuffer(this.ring, 0, this.ringCpu, 0, this.ringUsed);
+    this.profiler.resolve(this.encoder);
+    this.device.queue.submit([this.encoder.finish()]);
+    this.profiler.afterSubmit();
+    this.stats.submits++;
+    this.encoder = null;
+    this.ringUsed = 0;
+    this.pendingDispatches = 0;
+    this.pendingIds.clear();
+  }
+
+  /** Submit and wait until the GPU has finished; throws a pending GPU error. */
+  async sync(): Promise<void> {
+    this.check();
+    this.flush();
+    await this.device.queue.onSubmittedWorkDone();
+    this.check();
+  }
+
+  /** Release the device. The context is unusable afterwards. */
+  destroy(): void {
+    if (this.destroyed) return;
+    this.flush();
+    this.destroyed = true;
+    this.pool.trim();
+    this.device.destroy();
+  }
+
+  /** Throw the first GPU error seen (out of memory, validation, device lost). */
+  check(): void {
+    if (this.destroyed) throw new DeviceError('this context was destroyed');
+    if (this.error) {
+      const e = this.error;
+      this.error = null;
+      throw e;
+    }
+  }
+
+  private enc(): GPUCommandEncoder {
+    return (this.encoder ??= this.device.createCommandEncoder());
+  }
+
+  private endPass(): void {
+    if (this.pass) {
+      this.pass.end();
+      this.pass = null;
+    }
+  }
+
+  private profiledPass(name: string): GPUComputePassEncoder {
+    this.endPass();
+    if (this.profiler.full()) this.flush();
+    return this.enc().beginComputePass({ timestampWrites: this.profiler.next(name) });
+  }
+
+  private layoutFor(sig: string): GPUBindGroupLayout {
+    let l = this.layouts.get(sig);
+    if (l) return l;
+    const entries: GPUBindGroupLayoutEntry[] = [];
+    let i = 0;
+    for (const c of sig) {
+      const visibility = GPUShaderStage.COMPUTE;
+      if (c === 'u') entries.push({ binding: 0, visibility, buffer: { type: 'uniform', hasDynamicOffset: true } });
+      else entries.push({ binding: ++i, visibility, buffer: { type: c === 'r' ? 'read-only-storage' : 'storage' } });
+      if (c === 'u') i = 0;
+    }
+    l = this.device.createBindGroupLayout({ entries });
+    this.layouts.set(sig, l);
+    return l;
+  }
+
+  private makeBindGroup(key: string, layout: GPUBindGroupLayout, hasU: boolean, buffers: readonly GpuBuffer[]): GPUBindGroup {
+    const entries: GPUBindGroupEntry[] = [];
+    if (hasU) entries.push({ binding: 0, resource: { buffer: this.ring, offset: 0, size: SLOT } });
+    const maxB = this.maxBinding;
+    buffers.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b.gpu, offset: 0, size: Math.min(b.size, maxB - (maxB % 4)) } }));
+    const bg = this.device.createBindGroup({ layout, entries });
+    this.bindGroups.set(key, bg);
+    for (const b of buffers) {
+      let l = this.bindGroupsOf.get(b.id);
+      if (!l) this.bindGroupsOf.set(b.id, (l = []));
+      l.push(key);
+    }
+    return bg;
+  }
+
+  private forgetBuffer(b: GpuBuffer): void {
+    if (this.pendingIds.has(b.id)) this.flush();
+    for (const k of this.bindGroupsOf.get(b.id) ?? []) this.bindGroups.delete(k);
+    this.bindGroupsOf.delete(b.id);
+  }
+
+  private assertLive(buf: GpuBuffer): void {
+    if (buf.released) throw new DeviceError('buffer was already released');
+  }
+}
+
+const OOM_HINT = 'Try a smaller batch or sequence length, gradient checkpointing, or 16-bit weights.';
+
+function envSpeed(): boolean {
+  const env = typeof process !== 'undefined' ? process.env : {};
+  return env.RUSTY_SAFE !== '1';
+}
+
+/** Create a GPU context: pick an adapter, request its maximum limits and the optional features it has. */
+export async function createContext(opts: ContextOptions = {}): Promise<Context> {
+  const env = typeof process !== 'undefined' ? process.env : ({} as Record<string, string | undefined>);
+  const on = opts.speed === undefined ? envSpeed() : opts.speed !== false;
+  const part = typeof opts.speed === 'object' ? opts.speed : {};
+  const speed: SpeedToggles = {
+    disableRobustness: part.disableRobustness ?? on,
+    skipValidation: part.skipValidation ?? on,
+    noLazyClear: part.noLazyClear ?? on,
+  };
+  const adapterName = opts.adapter ?? env.RUSTY_ADAPTER;
+  const gpu = await getGPU(speed, adapterName);
+  const powerPreference = opts.powerPreference ?? (env.RUSTY_POWER_PREFERENCE as GPUPowerPreference | undefined);
+  const adapter = await gpu.requestAdapter(powerPreference ? { powerPreference } : undefined);
+  if (!adapter) throw new DeviceError(INSTALL_HINT);
+  const ai = adapter.info;
+  const desc = [ai.vendor, ai.architecture, ai.device, ai.description].join(' ');
+  if (adapterName && !desc.toLowerCase().includes(adapterName.toLowerCase()))
+    throw new DeviceError(`no adapter matches '${adapterName}' (found: ${desc.trim() || 'unnamed adapter'})`);
+  const skip = new Set(opts.disableFeatures ?? []);
+  const requiredFeatures = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f) && !skip.has(f)) as GPUFeatureName[];
+  const requiredLimits: Record<string, number> = {};
+  for (const k in adapter.limits) {
+    const v = (adapter.limits as unknown as Record<string, unknown>)[k];
+    if (typeof v === 'number') requiredLimits[k] = v;
+  }
+  let device: GPUDevice;
+  try {
+    device = await adapter.requestDevice({ requiredFeatures, requiredLimits });
+  } catch (e) {
+    throw new DeviceError(`requesting a device from ${desc.trim()} failed: ${(e as Error).message}`, { cause: e });
+  }
+  const limits: Record<string, number> = {};
+  for (const k in device.limits) {
+    const v = (device.limits as unknown as Record<string, unknown>)[k];
+    if (typeof v === 'number') limits[k] = v;
+  }
+  const has = (f: string) => device.features.has(f);
+  const info: ContextInfo = {
+    vendor: ai.vendor,
+    architecture: ai.architecture,
+    device: ai.device,
+    description: ai.description,
+    isSoftware: /llvmpipe|lavapipe|swiftshader|warp|software/i.test(desc),
+    features: {
+      shaderF16: has('shader-f16'),
+      subgroups: has('subgroups'),
+      timestampQuery: has('timestamp-query'),
+      subgroupMatrix: has('chromium-experimental-subgroup-matrix'),
+    },
+    subgroupMatrixConfigs: [...((ai as unknown as { subgroupMatrixConfigs?: unknown[] }).subgroupMatrixConfigs ?? [])],
+    limits,
+    speed,
+  };
+  return new Context(device, info, opts);
+}
+
+export { fmtBytes };

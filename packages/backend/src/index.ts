@@ -1,0 +1,14 @@
+export * from './errors';
+export * from './dtype';
+export { BufferPool, sizeClass, fmtBytes, type GpuBuffer, type MemoryStats } from './buffer-pool';
+export { Context, createContext, type ContextOptions, type ContextInfo, type Kernel, type OptionalFeature } from './context';
+export { kernelSource, kernelKey, type KernelDef, type BindingSpec, type ParamSpec } from './kernel';
+export type { SpeedToggles } from './gpu-provider';
+export { grid1d } from './grid';
+export * from './tensor';
+export { cast } from './ops/cast';
+export * from './ops/core';
+export * from './ops/llm';
+export * from './ops/attention';
+export * from './ops/optim';
+export * as testing from './testing';

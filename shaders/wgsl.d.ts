@@ -1,0 +1,4 @@
+declare module '*.wgsl' {
+  const source: string;
+  export default source;
+}
