@@ -401,7 +401,7 @@ export async function createContext(opts: ContextOptions = {}): Promise<Context>
   const requiredLimits: Record<string, number> = {};
   for (const k in adapter.limits) {
     const v = (adapter.limits as unknown as Record<string, unknown>)[k];
-    if (typeof v === 'number') requiredLimits[k] = v;
+    if (typeof v === 'number' && !/^maxDynamic/.test(k)) requiredLimits[k] = v;
   }
   let device: GPUDevice;
   try {

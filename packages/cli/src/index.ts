@@ -1,1 +1,2 @@
-export {};
+export { main, UsageError } from './main';
+export { fastPaths } from './devices';

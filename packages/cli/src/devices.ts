@@ -1,0 +1,51 @@
+import { createContext, fmtBytes, type ContextInfo } from '@rusty/backend';
+
+const SHOWN_LIMITS = [
+  'maxBufferSize',
+  'maxStorageBufferBindingSize',
+  'maxComputeWorkgroupStorageSize',
+  'maxComputeInvocationsPerWorkgroup',
+  'maxComputeWorkgroupSizeX',
+  'maxComputeWorkgroupsPerDimension',
+  'maxStorageBuffersPerShaderStage',
+  'minStorageBufferOffsetAlignment',
+];
+
+/** Which fast paths Rusty uses on this adapter. */
+export function fastPaths(info: ContextInfo): Record<string, boolean> {
+  return {
+    'native f16 arithmetic (shader-f16)': info.features.shaderF16,
+    'subgroup reductions (subgroups)': info.features.subgroups,
+    'tensor-core f16 matmul (subgroup matrices)': info.features.subgroupMatrix,
+    'per-kernel GPU timing (timestamp-query)': info.features.timestampQuery,
+  };
+}
+
+/** `rusty devices`: the adapter, its features and limits. */
+export async function devicesCommand(args: { json: boolean }): Promise<void> {
+  const ctx = await createContext();
+  try {
+    const info = ctx.info;
+    if (args.json) {
+      console.log(JSON.stringify({ ...info, fastPaths: fastPaths(info) }, null, 2));
+      return;
+    }
+    const name = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' / ');
+    console.log(`adapter     ${name || '(unnamed)'}${info.isSoftware ? '  [software: CPU emulation, slow]' : ''}`);
+    console.log('features');
+    for (const [k, on] of Object.entries(fastPaths(info))) console.log(`  ${on ? 'yes' : 'no '}  ${k}`);
+    console.log('limits');
+    for (const k of SHOWN_LIMITS) {
+      const v = info.limits[k];
+      if (v === undefined) continue;
+      const shown = /Size$/.test(k) ? `${v} (${fmtBytes(v)})` : String(v);
+      console.log(`  ${k.padEnd(36)} ${shown}`);
+    }
+    const s = info.speed;
+    console.log(
+      `speed toggles  robustness ${s.disableRobustness ? 'off' : 'on'}, validation ${s.skipValidation ? 'off' : 'on'}, lazy clear ${s.noLazyClear ? 'off' : 'on'}`,
+    );
+  } finally {
+    ctx.destroy();
+  }
+}
