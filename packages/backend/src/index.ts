@@ -7,6 +7,7 @@ export type { SpeedToggles } from './gpu-provider';
 export { grid1d } from './grid';
 export * from './tensor';
 export { cast } from './ops/cast';
+export { accumulate, scaleInPlace } from './ops/accumulate';
 export * from './ops/core';
 export * from './ops/llm';
 export * from './ops/attention';

@@ -1,0 +1,60 @@
+import type { DeviceTensor } from '@rusty/backend';
+import { backward } from './engine';
+import type { Node } from './node';
+import { isGradEnabled, noGrad } from './scope';
+import { releaseRef, retain } from './storage';
+import { makeOutput, Tensor } from './tensor';
+
+/**
+ * Gradient checkpointing: run `fn` without keeping its intermediates; backward runs it again (with the tape
+ * on) and backpropagates through that recomputation. Parameters `fn` closes over get their gradients too.
+ * `fn` must be deterministic (no dropout with a fresh seed).
+ */
+export function checkpoint(fn: (...inputs: Tensor[]) => Tensor, ...inputs: Tensor[]): Tensor {
+  const ctx = inputs[0]!.ctx;
+  if (!isGradEnabled()) return fn(...inputs);
+  const out = noGrad(() => fn(...inputs));
+  const saved = inputs.map((t) => {
+    retain(t.data.buffer);
+    return t.data;
+  });
+  const node: Node = {
+    name: 'checkpoint',
+    inputs,
+    nOutputs: 1,
+    freed: false,
+    backward(grads) {
+      const again = saved.map((d, i) => {
+        retain(d.buffer);
+        const t = new Tensor(ctx, { ...d }, false, null, 0, false);
+        t.requiresGrad = inputs[i]!.requiresGrad;
+        return t;
+      });
+      const y = fn(...again);
+      const g = new Tensor(ctx, grads[0]! as DeviceTensor, false, null, 0, false);
+      retain(g.data.buffer);
+      if (y.requiresGrad) backward(y, g);
+      g.dispose();
+      y.dispose();
+      return again.map((t) => {
+        const gr = t.grad;
+        t.grad = null;
+        t.dispose();
+        if (!gr) return null;
+        const d = gr.data;
+        retain(d.buffer);
+        gr.dispose();
+        return d;
+      });
+    },
+    free() {
+      if (this.freed) return;
+      this.freed = true;
+      for (const s of saved) releaseRef(ctx, s.buffer);
+    },
+  };
+  const data = out.data;
+  retain(data.buffer);
+  out.dispose();
+  return makeOutput(ctx, data, node);
+}

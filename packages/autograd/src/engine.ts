@@ -1,0 +1,110 @@
+import { accumulate, numel, ShapeError, upload, type Context, type DeviceTensor } from '@rusty/backend';
+import type { Node } from './node';
+import { releaseRef } from './storage';
+import { AutogradError, setBackwardRunner, Tensor } from './tensor';
+
+/** Nodes reachable from `root`, inputs before the nodes that consumed them. */
+function topoOrder(root: Node): Node[] {
+  const order: Node[] = [];
+  const seen = new Set<Node>();
+  const stack: [Node, number][] = [[root, 0]];
+  seen.add(root);
+  while (stack.length) {
+    const top = stack[stack.length - 1]!;
+    const [node, i] = top;
+    if (i < node.inputs.length) {
+      top[1]++;
+      const child = node.inputs[i]!.node;
+      if (child && !seen.has(child)) {
+        seen.add(child);
+        stack.push([child, 0]);
+      }
+    } else {
+      stack.pop();
+      order.push(node);
+    }
+  }
+  return order;
+}
+
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
+}
+
+/** Add an owned gradient into a leaf's `.grad`. */
+function accumulateLeaf(ctx: Context, leaf: Tensor, g: DeviceTensor): void {
+  if (!sameShape(g.shape, leaf.shape) && numel(g.shape) !== leaf.size)
+    throw new ShapeError(`gradient [${g.shape.join(', ')}] does not match leaf [${leaf.shape.join(', ')}]`);
+  if (!leaf.grad || leaf.grad.disposed) {
+    const data = sameShape(g.shape, leaf.shape) ? g : { ...g, shape: [...leaf.shape] };
+    leaf.grad = new Tensor(ctx, data, false, null, 0, false);
+    return;
+  }
+  accumulate(ctx, leaf.grad.data, g);
+  releaseRef(ctx, g.buffer);
+}
+
+/**
+ * Backpropagate from `root` with output gradient `grad` (ones for a one-element root). Gradients of nodes are
+ * summed, leaves that require grad accumulate into `.grad`, and every node's saved tensors are released as
+ * soon as its backward has run.
+ */
+export function backward(root: Tensor, grad?: Tensor): void {
+  const ctx = root.ctx;
+  if (!root.requiresGrad) throw new AutogradError('backward() on a tensor that does not require grad');
+  if (grad && !sameShape(grad.shape, root.shape))
+    throw new ShapeError(`backward: gradient [${grad.shape.join(', ')}] does not match output [${root.shape.join(', ')}]`);
+  if (!grad && root.size !== 1)
+    throw new ShapeError(`backward() without a gradient needs a one-element output, got [${root.shape.join(', ')}]`);
+  const g0: DeviceTensor = grad ? upcopy(ctx, grad) : upload(ctx, new Float32Array(root.size).fill(1), root.shape);
+  if (!root.node) {
+    accumulateLeaf(ctx, root, g0);
+    return;
+  }
+  if (root.node.freed)
+    throw new AutogradError(
+      'backward() through a graph that was already freed: a second backward over the same graph needs the forward run again',
+    );
+  const order = topoOrder(root.node);
+  const grads = new Map<Node, (DeviceTensor | null)[]>();
+  grads.set(root.node, Array.from({ length: root.node.nOutputs }, (_, i) => (i === root.outputIndex ? g0 : null)));
+  for (let n = order.length - 1; n >= 0; n--) {
+    const node = order[n]!;
+    const gs = grads.get(node);
+    grads.delete(node);
+    if (!gs || gs.every((g) => g === null)) {
+      node.free();
+      continue;
+    }
+    if (node.freed) throw new AutogradError(`backward() through the freed graph of '${node.name}'`);
+    const inGrads = node.backward(gs);
+    for (const g of gs) if (g) releaseRef(ctx, g.buffer);
+    node.free();
+    node.inputs.forEach((input, i) => {
+      const g = inGrads[i];
+      if (!g) return;
+      if (!input.requiresGrad) {
+        releaseRef(ctx, g.buffer);
+        return;
+      }
+      if (input.node) {
+        let slot = grads.get(input.node);
+        if (!slot) grads.set(input.node, (slot = Array(input.node.nOutputs).fill(null)));
+        const prev = slot[input.outputIndex];
+        if (prev) {
+          accumulate(ctx, prev, g);
+          releaseRef(ctx, g.buffer);
+        } else slot[input.outputIndex] = g;
+      } else accumulateLeaf(ctx, input, g);
+    });
+  }
+}
+
+/** An owned f32 copy of a gradient tensor's storage. */
+function upcopy(ctx: Context, t: Tensor): DeviceTensor {
+  const out = { ...t.data, buffer: ctx.alloc(numel(t.shape) * 4), dtype: 'f32' as const, shape: [...t.shape] };
+  accumulate(ctx, out, t.data, 1, 0);
+  return out;
+}
+
+setBackwardRunner(backward);

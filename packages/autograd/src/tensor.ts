@@ -1,0 +1,193 @@
+import {
+  download,
+  empty,
+  numel,
+  ShapeError,
+  upload,
+  RustyError,
+  type Context,
+  type DType,
+  type DeviceTensor,
+} from '@rusty/backend';
+import type { Node } from './node';
+import { isGradEnabled, track, untrack } from './scope';
+import { releaseRef, retain, viewAs } from './storage';
+import { randn as randnValues } from './random';
+
+export interface TensorOptions {
+  dtype?: DType;
+  requiresGrad?: boolean;
+}
+
+/** A tensor was used after `dispose()`, or backward ran through a freed graph. */
+export class AutogradError extends RustyError {
+  override readonly code = 'AUTOGRAD';
+}
+
+/**
+ * An n-dimensional array in GPU storage with reverse-mode autodiff. Row-major and contiguous; `reshape` is a
+ * view of the same storage. Operations are eager and asynchronous: results exist on the GPU once the context
+ * submits; `toArray()` waits for them.
+ */
+export class Tensor {
+  readonly isTensor = true;
+  /** Gradient accumulated by `backward()` (leaves that require grad). */
+  grad: Tensor | null = null;
+  /** The operation that produced this tensor (null for leaves). */
+  node: Node | null;
+  /** Which output of `node` this is. */
+  outputIndex: number;
+  private _data: DeviceTensor | null;
+  private _requiresGrad: boolean;
+  /** A name for messages and state dicts (optional). */
+  name?: string;
+
+  /** Wrap storage the tensor now owns (one reference). Prefer the factories. */
+  constructor(
+    readonly ctx: Context,
+    data: DeviceTensor,
+    requiresGrad = false,
+    node: Node | null = null,
+    outputIndex = 0,
+    tracked = true,
+  ) {
+    this._data = data;
+    this._requiresGrad = requiresGrad || node !== null;
+    this.node = node;
+    this.outputIndex = outputIndex;
+    if (tracked) track(this);
+  }
+
+  static fromArray(ctx: Context, data: ArrayLike<number>, shape: readonly number[], opts: TensorOptions = {}): Tensor {
+    return new Tensor(ctx, upload(ctx, data, shape, opts.dtype ?? 'f32'), opts.requiresGrad ?? false);
+  }
+
+  static full(ctx: Context, shape: readonly number[], value: number, opts: TensorOptions = {}): Tensor {
+    return Tensor.fromArray(ctx, new Float32Array(numel(shape)).fill(value), shape, opts);
+  }
+
+  static zeros(ctx: Context, shape: readonly number[], opts: TensorOptions = {}): Tensor {
+    return Tensor.full(ctx, shape, 0, opts);
+  }
+
+  static ones(ctx: Context, shape: readonly number[], opts: TensorOptions = {}): Tensor {
+    return Tensor.full(ctx, shape, 1, opts);
+  }
+
+  /** Normal samples with a seed (generated on the CPU, reproducible across adapters). */
+  static randn(ctx: Context, shape: readonly number[], opts: TensorOptions & { seed?: number; std?: number; mean?: number } = {}): Tensor {
+    const v = randnValues(numel(shape), opts.seed ?? 0, opts.std ?? 1, opts.mean ?? 0);
+    return Tensor.fromArray(ctx, v, shape, opts);
+  }
+
+  /** Storage (throws if disposed). */
+  get data(): DeviceTensor {
+    if (!this._data) throw new AutogradError(`tensor${this.name ? ` '${this.name}'` : ''} was used after dispose()`);
+    return this._data;
+  }
+
+  get shape(): readonly number[] {
+    return this.data.shape;
+  }
+
+  get dtype(): DType {
+    return this.data.dtype;
+  }
+
+  get size(): number {
+    return numel(this.data.shape);
+  }
+
+  get rank(): number {
+    return this.data.shape.length;
+  }
+
+  get disposed(): boolean {
+    return this._data === null;
+  }
+
+  get requiresGrad(): boolean {
+    return this._requiresGrad;
+  }
+
+  set requiresGrad(v: boolean) {
+    if (!v && this.node) throw new AutogradError('requiresGrad can only be turned off on leaf tensors (use detach())');
+    this._requiresGrad = v;
+  }
+
+  get isLeaf(): boolean {
+    return this.node === null;
+  }
+
+  /** Read the values back (waits for the GPU). 16-bit storage decodes to f32 exactly. */
+  async toArray(): Promise<Float32Array | Int32Array | Uint32Array> {
+    return download(this.ctx, this.data);
+  }
+
+  /** The single value of a one-element tensor. */
+  async item(): Promise<number> {
+    if (this.size !== 1) throw new ShapeError(`item() needs a one-element tensor, got shape [${this.shape.join(', ')}]`);
+    return (await this.toArray())[0]!;
+  }
+
+  /** A tensor sharing this storage, cut from the graph. */
+  detach(): Tensor {
+    retain(this.data.buffer);
+    return new Tensor(this.ctx, viewAs(this.data, this.shape), false);
+  }
+
+  /** Keep this tensor out of the enclosing `tidy` scopes. */
+  keep(): this {
+    untrack(this);
+    return this;
+  }
+
+  /** Release the storage (the graph keeps what backward still needs). Idempotent. */
+  dispose(): void {
+    if (!this._data) return;
+    releaseRef(this.ctx, this._data.buffer);
+    this._data = null;
+    untrack(this);
+  }
+
+  /** Drop the accumulated gradient. */
+  zeroGrad(): void {
+    this.grad?.dispose();
+    this.grad = null;
+  }
+
+  /** Replace the storage with another of the same shape (optimizers, loading weights). Keeps `grad`. */
+  assign(data: DeviceTensor): void {
+    if (data.shape.length !== this.shape.length || data.shape.some((d, i) => d !== this.shape[i]))
+      throw new ShapeError(`assign: shape [${data.shape.join(', ')}] does not match [${this.shape.join(', ')}]`);
+    releaseRef(this.ctx, this.data.buffer);
+    this._data = data;
+  }
+
+  /** Reverse-mode autodiff from this tensor: gradients accumulate into the `.grad` of leaves. */
+  backward(grad?: Tensor): void {
+    runBackward(this, grad);
+  }
+
+  toString(): string {
+    return `Tensor(${this.dtype}[${this.shape.join(', ')}]${this.requiresGrad ? ', requiresGrad' : ''})`;
+  }
+}
+
+/** A new tensor for an op's output: records `node` when grad mode is on and any input requires grad. */
+export function makeOutput(ctx: Context, data: DeviceTensor, node: Node | null, index = 0): Tensor {
+  return new Tensor(ctx, data, false, isGradEnabled() ? node : null, index);
+}
+
+/** Allocate an uninitialised f32 tensor. */
+export function emptyTensor(ctx: Context, shape: readonly number[], dtype: DType = 'f32'): Tensor {
+  return new Tensor(ctx, empty(ctx, shape, dtype));
+}
+
+// Set by engine.ts (avoids an import cycle).
+let runBackward: (t: Tensor, grad?: Tensor) => void = () => {
+  throw new Error('engine not loaded');
+};
+export function setBackwardRunner(fn: typeof runBackward): void {
+  runBackward = fn;
+}
