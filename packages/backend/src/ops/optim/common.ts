@@ -1,0 +1,161 @@
+import commonWgsl from '../../../../../shaders/optim-common.wgsl';
+import fillWgsl from '../../../../../shaders/optim-fill.wgsl';
+import type { GpuBuffer } from '../../buffer-pool';
+import type { Context, Kernel } from '../../context';
+import { ConfigError, ShapeError } from '../../errors';
+import { grid1d } from '../../grid';
+import type { BindingSpec, KernelDef } from '../../kernel';
+import { numel, type DeviceTensor } from '../../tensor';
+
+/** Inputs that let a training loop clip, unscale and skip optimizer steps without reading anything back. */
+export interface GpuStepControls {
+  /**
+   * An f32 tensor whose element 0 multiplies every gradient inside the step (the gradients in memory are not
+   * changed): the clip coefficient from `gradNorm`, a loss-scale unscale factor, or both folded into one.
+   */
+  gradScale?: DeviceTensor;
+  /** A 32-bit tensor (a found-inf flag from `unscaleAndCheck`): if its element 0 is non-zero the step does
+   *  nothing at all (parameters and optimizer state stay bit-identical). */
+  skip?: DeviceTensor;
+  /**
+   * The 1-based step count when the host knows it (PyTorch's `state['step']` after its increment). Give either
+   * `step` or `stepState`.
+   */
+  step?: number;
+  /**
+   * A GPU step state from `createStepState`, advanced once per step by `advanceStep` *before* the optimizer
+   * dispatches; a step skipped on the GPU then does not count, as in PyTorch with GradScaler. While the state
+   * is still at t = 0 (never advanced) the step is a no-op.
+   */
+  stepState?: DeviceTensor;
+  /** Host-side factor on every gradient (e.g. 1/accumulation steps); default 1. */
+  gradMultiplier?: number;
+  /** Maximise the objective instead (PyTorch's `maximize`: the gradient is negated). */
+  maximize?: boolean;
+}
+
+const memo = new WeakMap<Context, Map<string, Kernel>>();
+
+/** Compile a kernel once per context under `key` (a string naming every choice that changes the def). */
+export function cachedKernel(ctx: Context, key: string, make: () => KernelDef): Kernel {
+  let m = memo.get(ctx);
+  if (!m) memo.set(ctx, (m = new Map()));
+  let k = m.get(key);
+  if (!k) m.set(key, (k = ctx.kernel(make())));
+  return k;
+}
+
+/** An optional input: bound as storage when present, else a one-element private array with a default. */
+export interface Optional {
+  name: string;
+  type: 'f32' | 'u32';
+  present: boolean;
+  /** WGSL literals of the private fallback array. */
+  fallback: string[];
+}
+
+/** Bindings and WGSL prefix declarations for a list of optional inputs. */
+export function optionalInputs(opts: readonly Optional[]): { bindings: BindingSpec[]; prefix: string } {
+  const bindings: BindingSpec[] = [];
+  let prefix = '';
+  for (const o of opts) {
+    if (o.present) bindings.push({ name: o.name, access: 'read', dtype: o.type });
+    else
+      prefix += `var<private> ${o.name}: array<${o.type}, ${o.fallback.length}> = array<${o.type}, ${o.fallback.length}>(${o.fallback.join(', ')});\n`;
+  }
+  return { bindings, prefix };
+}
+
+export const fmtShape = (s: readonly number[]): string => `[${s.join(', ')}]`;
+
+/** Throw unless `t` is an f32 tensor (what in-place optimizer state must be). */
+export function assertF32(t: DeviceTensor, what: string, op: string): void {
+  if (t.dtype !== 'f32') throw new ShapeError(`${op}: ${what} must be f32, got ${t.dtype}${fmtShape(t.shape)}`);
+}
+
+/** Throw unless `t` has a float dtype (f32, f16 or bf16: what gradients may be). */
+export function assertFloat(t: DeviceTensor, what: string, op: string): void {
+  if (t.dtype !== 'f32' && t.dtype !== 'f16' && t.dtype !== 'bf16')
+    throw new ShapeError(`${op}: ${what} must be f32, f16 or bf16, got ${t.dtype}${fmtShape(t.shape)}`);
+}
+
+/** Throw unless `t` fits one storage binding of this device (the runtime binds whole buffers at offset 0). */
+export function assertBindable(ctx: Context, t: DeviceTensor, what: string, op: string): void {
+  const bytes = t.dtype === 'f16' || t.dtype === 'bf16' ? Math.ceil(numel(t.shape) / 2) * 4 : numel(t.shape) * 4;
+  if (bytes > ctx.maxBinding)
+    throw new ShapeError(
+      `${op}: ${what} ${t.dtype}${fmtShape(t.shape)} is ${bytes} bytes, more than this device binds at once ` +
+        `(maxStorageBufferBindingSize ${ctx.maxBinding}); split it into smaller tensors`,
+    );
+}
+
+/** Throw unless `t` is a 32-bit tensor with at least `min` elements (GPU scalars, flags, small states). */
+export function assertWords(t: DeviceTensor, min: number, what: string, op: string, dtypes: readonly string[]): void {
+  if (!dtypes.includes(t.dtype) || numel(t.shape) < min)
+    throw new ShapeError(
+      `${op}: ${what} must be a ${dtypes.join('/')} tensor of at least ${min} element${min > 1 ? 's' : ''}, ` +
+        `got ${t.dtype}${fmtShape(t.shape)}`,
+    );
+}
+
+/** Throw if the same buffer appears twice among tensors the kernel writes or reads (aliasing). */
+export function assertDistinct(op: string, named: readonly [string, DeviceTensor | undefined][]): void {
+  const seen = new Map<number, string>();
+  for (const [name, t] of named) {
+    if (!t) continue;
+    const prev = seen.get(t.buffer.id);
+    if (prev) throw new ShapeError(`${op}: ${name} and ${prev} are the same buffer; they must be distinct tensors`);
+    seen.set(t.buffer.id, name);
+  }
+}
+
+/** Validate the common controls; returns the gradient multiplier the kernels get as `gmul`. */
+export function checkControls(o: GpuStepControls, op: string): number {
+  if (o.gradScale) assertWords(o.gradScale, 1, 'gradScale', op, ['f32']);
+  if (o.skip) assertWords(o.skip, 1, 'skip', op, ['u32', 'i32']);
+  if (o.stepState) {
+    assertWords(o.stepState, 3, 'stepState', op, ['u32']);
+    if (o.step !== undefined) throw new ConfigError(`${op}: give either step or stepState, not both`);
+  } else if (o.step === undefined || !Number.isInteger(o.step) || o.step < 1)
+    throw new ConfigError(`${op}: step must be an integer >= 1 (the count including this step), got ${o.step}`);
+  const gm = o.gradMultiplier ?? 1;
+  if (!Number.isFinite(gm)) throw new ConfigError(`${op}: gradMultiplier must be finite, got ${gm}`);
+  return o.maximize ? -gm : gm;
+}
+
+/** The optional inputs of the optimizer kernels, in binding order. */
+export function controlInputs(o: GpuStepControls): Optional[] {
+  return [
+    { name: 'gscale', type: 'f32', present: !!o.gradScale, fallback: ['1.0'] },
+    { name: 'skip', type: 'u32', present: !!o.skip, fallback: ['0u'] },
+    { name: 'stepst', type: 'u32', present: !!o.stepState, fallback: ['0u', '0u', '0u', '0u'] },
+  ];
+}
+
+/** Buffers of the present optional controls, in binding order. */
+export function controlBuffers(o: GpuStepControls): GpuBuffer[] {
+  const b: GpuBuffer[] = [];
+  if (o.gradScale) b.push(o.gradScale.buffer);
+  if (o.skip) b.push(o.skip.buffer);
+  if (o.stepState) b.push(o.stepState.buffer);
+  return b;
+}
+
+/** A key fragment naming which controls are present. */
+export function controlKey(o: GpuStepControls): string {
+  return `${o.gradScale ? 'S' : '-'}${o.skip ? 'K' : '-'}${o.stepState ? 'T' : '-'}`;
+}
+
+export { commonWgsl };
+
+/** Fill `n` 32-bit words of a buffer with `value` (bits) on the GPU: ordered with other dispatches, no flush. */
+export function fillWords(ctx: Context, buf: GpuBuffer, n: number, value: number): void {
+  const k = cachedKernel(ctx, 'optim-fill', () => ({
+    name: 'optim-fill',
+    code: fillWgsl,
+    bindings: [{ name: 'dst', access: 'rw', dtype: 'u32' }],
+    params: ['u32:n', 'u32:row', 'u32:value'],
+  }));
+  const { wg, row } = grid1d(n, 256);
+  ctx.dispatch(k, [buf], n ? wg : 0, [n, row, value >>> 0]);
+}
