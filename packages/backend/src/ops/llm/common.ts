@@ -1,0 +1,254 @@
+/** Shared pieces of the LLM kernels: launch shapes, generated WGSL helpers (vectorised loads and stores,
+ *  workgroup reductions) and argument checks. Internal to `ops/llm`. */
+import type { Context, Kernel } from '../../context';
+import type { DType } from '../../dtype';
+import { isHalf, storageBytes } from '../../dtype';
+import { ShapeError } from '../../errors';
+import type { KernelDef } from '../../kernel';
+import { numel, type DeviceTensor } from '../../tensor';
+
+export const FLOAT_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16'];
+
+export const fmt = (s: readonly number[]): string => `[${s.join(', ')}]`;
+
+/** Largest workgroup this device runs (at most 1024). */
+export function maxWorkgroup(ctx: Context): number {
+  const l = ctx.info.limits;
+  return Math.min(1024, l.maxComputeInvocationsPerWorkgroup ?? 256, l.maxComputeWorkgroupSizeX ?? 256);
+}
+
+export function pow2ceil(n: number): number {
+  return 2 ** Math.ceil(Math.log2(Math.max(1, n)));
+}
+
+/** Launch-shape defaults per kernel family: `target` values per thread to aim for, `max` per thread held in
+ *  registers (longer rows stream), `wg` the largest workgroup, `swg` the workgroup when streaming. Measured on
+ *  an H200 (bench/llm-bench.ts): row kernels with a 32k row do best at 512 threads x up to 64 values. */
+const SHAPES: Record<string, { target: number; max: number; wg: number; swg: number }> = {
+  rmsnorm: { target: 16, max: 32, wg: 1024, swg: 1024 },
+  rmsnorm_bwd: { target: 8, max: 16, wg: 1024, swg: 1024 },
+  softmax: { target: 16, max: 64, wg: 512, swg: 512 },
+  softmax_bwd: { target: 16, max: 32, wg: 512, swg: 512 },
+  ce: { target: 16, max: 64, wg: 512, swg: 512 },
+  emb_bwd: { target: 8, max: 16, wg: 1024, swg: 1024 },
+};
+
+/**
+ * Launch shape of a workgroup-per-row kernel of `family` over rows of `units` vector units: `wg` threads,
+ * each holding `nv` units in registers (thread t owns units t, t + wg, ...). `nv` 0 means the row is too long
+ * to hold and the kernel streams it (reads it again in a second pass).
+ */
+export function rowShape(ctx: Context, units: number, family: keyof typeof SHAPES & string): { wg: number; nv: number } {
+  const o = { ...SHAPES[family]!, ...llmTuning.shapes[family] };
+  const maxWg = Math.min(maxWorkgroup(ctx), o.wg);
+  const wg = Math.min(maxWg, Math.max(32, pow2ceil(Math.ceil(units / o.target))));
+  const nv = Math.max(1, Math.ceil(units / wg));
+  if (nv <= o.max) return { wg, nv };
+  return { wg: Math.min(maxWorkgroup(ctx), o.swg), nv: 0 };
+}
+
+/** Workgroup grid for `n` workgroups (x, y within 65535); kernels use `wid.x + wid.y * nwg.x` and guard. */
+export function grid(n: number): [number, number] {
+  const max = 65535;
+  if (n <= max) return [Math.max(1, n), 1];
+  const y = Math.ceil(n / max);
+  return [Math.ceil(n / y), y];
+}
+
+/** WGSL text: constants, the vector alias `V` (f32 or vec2f) and loaders/storers for the given bindings.
+ *  `ld_<name>(e) -> V` reads elements e (and e+1 when VEC = 2; e even) of a read binding (or of an f32 rw
+ *  binding, dtype 'rw'); `st_<name>(e, v)` writes them to an f32 rw binding; `hsum`/`hmax` reduce a V. */
+export function vecPrelude(
+  consts: Record<string, number | boolean>,
+  vec: 1 | 2,
+  reads: readonly (readonly [string, DType | 'rw'])[],
+  writes: readonly string[],
+): string {
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(consts))
+    out.push(typeof v === 'boolean' ? `const ${k}: bool = ${v};` : `const ${k}: u32 = ${v}u;`);
+  out.push(`const VEC: u32 = ${vec}u;`);
+  if (vec === 1) {
+    out.push('alias V = f32;');
+    out.push('fn hsum(v: V) -> f32 { return v; }');
+    out.push('fn hmax(v: V) -> f32 { return v; }');
+  } else {
+    out.push('alias V = vec2f;');
+    out.push('fn hsum(v: V) -> f32 { return v.x + v.y; }');
+    out.push('fn hmax(v: V) -> f32 { return max(v.x, v.y); }');
+  }
+  for (const [name, dtype] of reads) {
+    if (dtype === 'rw' && vec === 1) out.push(`fn ld_${name}(e: u32) -> V { return ${name}[e]; }`);
+    else if (vec === 1) out.push(`fn ld_${name}(e: u32) -> V { return read_${name}(e); }`);
+    else if (dtype === 'f32' || dtype === 'rw') out.push(`fn ld_${name}(e: u32) -> V { return vec2f(${name}[e], ${name}[e + 1u]); }`);
+    else if (dtype === 'f16') out.push(`fn ld_${name}(e: u32) -> V { return unpack2x16float(${name}[e >> 1u]); }`);
+    else if (dtype === 'bf16')
+      out.push(
+        `fn ld_${name}(e: u32) -> V { let w = ${name}[e >> 1u]; ` +
+          `return vec2f(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u)); }`,
+      );
+    else throw new Error(`no vector loader for ${dtype}`);
+  }
+  for (const name of writes) {
+    if (vec === 1) out.push(`fn st_${name}(e: u32, v: V) { ${name}[e] = v; }`);
+    else out.push(`fn st_${name}(e: u32, v: V) { ${name}[e] = v.x; ${name}[e + 1u] = v.y; }`);
+  }
+  return out.join('\n') + '\n';
+}
+
+/**
+ * Tuning knobs, for benchmarks and experiments: subgroup reductions on/off, and launch-shape overrides per
+ * kernel family (`rmsnorm`, `rmsnorm_bwd`, `softmax`, `softmax_bwd`, `ce`, `emb_bwd`, `emb_sort`), over the
+ * defaults in `SHAPES`. Kernel cache keys include every choice.
+ */
+export const llmTuning = {
+  subgroups: true,
+  /** Read 16-bit inputs a u32 word (two values) per load where rows allow it. */
+  vec2: true,
+  shapes: {} as Record<string, { target?: number; max?: number; wg?: number; swg?: number }>,
+};
+
+/** WGSL for row kernels: the entry-point builtins struct `BI` (t[, sid, nsg]; keep workgroup_id out of it, a
+ *  struct with a non-uniform member is non-uniform as a whole) with `init_bi(b)`,
+ *  and workgroup reductions `wg_sum`, `wg_max`, `wg_sum2` (vec2f) over `WG` threads, through subgroup
+ *  operations where the device has them (one barrier pair instead of log2(WG) steps) or a tree in workgroup
+ *  memory. Both are deterministic (fixed order). Call them from uniform control flow with every thread. */
+export function reduceCode(ctx: Context): { code: string; enables: string[]; tag: string } {
+  const sg = llmTuning.subgroups && ctx.info.features.subgroups;
+  if (sg) return { code: REDUCE_SG, enables: ['subgroups'], tag: 'sg' };
+  return { code: REDUCE_TREE, enables: [], tag: 'tree' };
+}
+
+const REDUCE_SG = `
+struct BI {
+  @builtin(local_invocation_index) t: u32,
+  @builtin(subgroup_id) sid: u32,
+  @builtin(num_subgroups) nsg: u32,
+}
+var<private> sg_id_: u32;
+var<private> n_sg_: u32;
+fn init_bi(b: BI) { sg_id_ = b.sid; n_sg_ = b.nsg; }
+var<workgroup> red_: array<f32, WG>;
+var<workgroup> red2_: array<vec2f, WG>;
+fn wg_sum(v: f32, t: u32) -> f32 {
+  let s = subgroupAdd(v);
+  if (subgroupElect()) { red_[sg_id_] = s; }
+  workgroupBarrier();
+  var r = 0.0;
+  for (var k = 0u; k < n_sg_; k++) { r += red_[k]; }
+  workgroupBarrier();
+  return r;
+}
+fn wg_sum2(v: vec2f, t: u32) -> vec2f {
+  let s = subgroupAdd(v);
+  if (subgroupElect()) { red2_[sg_id_] = s; }
+  workgroupBarrier();
+  var r = vec2f(0.0);
+  for (var k = 0u; k < n_sg_; k++) { r += red2_[k]; }
+  workgroupBarrier();
+  return r;
+}
+fn wg_max(v: f32, t: u32) -> f32 {
+  let s = subgroupMax(v);
+  if (subgroupElect()) { red_[sg_id_] = s; }
+  workgroupBarrier();
+  var r = red_[0];
+  for (var k = 1u; k < n_sg_; k++) { r = max(r, red_[k]); }
+  workgroupBarrier();
+  return r;
+}
+`;
+
+const REDUCE_TREE = `
+struct BI {
+  @builtin(local_invocation_index) t: u32,
+}
+fn init_bi(b: BI) { }
+var<workgroup> red_: array<f32, WG>;
+var<workgroup> red2_: array<vec2f, WG>;
+fn wg_sum(v: f32, t: u32) -> f32 {
+  red_[t] = v;
+  workgroupBarrier();
+  for (var k = WG / 2u; k > 0u; k = k >> 1u) {
+    if (t < k) { red_[t] = red_[t] + red_[t + k]; }
+    workgroupBarrier();
+  }
+  let r = red_[0];
+  workgroupBarrier();
+  return r;
+}
+fn wg_sum2(v: vec2f, t: u32) -> vec2f {
+  red2_[t] = v;
+  workgroupBarrier();
+  for (var k = WG / 2u; k > 0u; k = k >> 1u) {
+    if (t < k) { red2_[t] = red2_[t] + red2_[t + k]; }
+    workgroupBarrier();
+  }
+  let r = red2_[0];
+  workgroupBarrier();
+  return r;
+}
+fn wg_max(v: f32, t: u32) -> f32 {
+  red_[t] = v;
+  workgroupBarrier();
+  for (var k = WG / 2u; k > 0u; k = k >> 1u) {
+    if (t < k) { red_[t] = max(red_[t], red_[t + k]); }
+    workgroupBarrier();
+  }
+  let r = red_[0];
+  workgroupBarrier();
+  return r;
+}
+`;
+
+/** Vector width for rows of length `d` whose float inputs have `dtypes`: 2 (one u32 word of two 16-bit
+ *  values per load) when a 16-bit input is read and rows start on whole words, else 1. */
+export function vecFor(d: number, dtypes: readonly DType[]): 1 | 2 {
+  return llmTuning.vec2 && d % 2 === 0 && dtypes.some(isHalf) ? 2 : 1;
+}
+
+export function checkFloat(t: DeviceTensor, what: string): void {
+  if (!FLOAT_DTYPES.includes(t.dtype))
+    throw new ShapeError(`${what} must be f32, f16 or bf16, got ${t.dtype}${fmt(t.shape)}`);
+}
+
+export function checkInt(t: DeviceTensor, what: string): void {
+  if (t.dtype !== 'i32') throw new ShapeError(`${what} must be i32, got ${t.dtype}${fmt(t.shape)}`);
+}
+
+/** An `out` tensor given by the caller must be f32 of the expected shape. */
+export function checkOut(t: DeviceTensor, shape: readonly number[], what: string): void {
+  if (t.dtype !== 'f32' || !sameShape(t.shape, shape))
+    throw new ShapeError(`${what} must be f32${fmt(shape)}, got ${t.dtype}${fmt(t.shape)}`);
+  if (t.buffer.size < storageBytes('f32', numel(shape)))
+    throw new ShapeError(`${what} buffer (${t.buffer.size} bytes) is too small for f32${fmt(shape)}`);
+}
+
+export function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
+}
+
+/** Every tensor a kernel binds must fit one storage binding (the runtime binds buffers from offset 0). */
+export function checkBindable(ctx: Context, op: string, ...ts: [DeviceTensor, string][]): void {
+  const max = ctx.maxBinding;
+  for (const [t, name] of ts) {
+    const bytes = storageBytes(t.dtype, numel(t.shape));
+    if (bytes > max)
+      throw new ShapeError(
+        `${op}: ${name} ${t.dtype}${fmt(t.shape)} is ${bytes} bytes, over this device's storage binding limit ` +
+          `(maxStorageBufferBindingSize ${max}); split it along its rows`,
+      );
+  }
+}
+
+const memo = new WeakMap<Context, Map<string, Kernel>>();
+
+/** Compile a kernel once per context under `key`, which must name every choice that changes the def (the
+ *  generated WGSL text is not part of the context's pipeline key, so `key` is also used as the def's name). */
+export function llmKernel(ctx: Context, key: string, make: () => Omit<KernelDef, 'name'>): Kernel {
+  let m = memo.get(ctx);
+  if (!m) memo.set(ctx, (m = new Map()));
+  let k = m.get(key);
+  if (!k) m.set(key, (k = ctx.kernel({ name: key, ...make() })));
+  return k;
+}

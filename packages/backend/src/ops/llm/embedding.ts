@@ -1,0 +1,156 @@
+import embeddingWgsl from '../../../../../shaders/embedding.wgsl';
+import embeddingBwdWgsl from '../../../../../shaders/embedding-backward.wgsl';
+import embeddingSortWgsl from '../../../../../shaders/embedding-sort.wgsl';
+import type { Context } from '../../context';
+import { ShapeError } from '../../errors';
+import { empty, numel, type DeviceTensor } from '../../tensor';
+import {
+  checkBindable,
+  checkFloat,
+  checkInt,
+  checkOut,
+  fmt,
+  grid,
+  llmKernel,
+  llmTuning,
+  maxWorkgroup,
+  pow2ceil,
+  rowShape,
+  sameShape,
+  vecFor,
+  vecPrelude,
+} from './common';
+
+const WG = 256;
+const UPT = 4;
+
+/** Bitonic sort blocks: as many (key, value) pairs as fit the workgroup memory, up to 4096 (tunable:
+ *  `llmTuning.shapes.emb_sort.max`). */
+function sortShape(ctx: Context): { wg: number; block: number } {
+  const mem = ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384;
+  const cap = llmTuning.shapes.emb_sort?.max ?? 4096;
+  const block = Math.max(64, Math.min(cap, 2 ** Math.floor(Math.log2(mem / 8))));
+  return { wg: Math.min(block / 2, maxWorkgroup(ctx)), block };
+}
+
+function checkWeight(op: string, w: DeviceTensor): [number, number] {
+  checkFloat(w, `${op}: weight`);
+  if (w.shape.length !== 2) throw new ShapeError(`${op}: weight must be [vocab, D], got ${fmt(w.shape)}`);
+  return w.shape as [number, number];
+}
+
+/**
+ * Embedding lookup: `out[..., :] = weight[ids[...], :]`. `ids` i32 of any shape, `weight` [vocab, D] in
+ * f32/f16/bf16; returns f32 [...ids.shape, D]. An id outside [0, vocab) gives a row of zeros (the kernel
+ * never reads out of bounds) and no gradient. Coalesced along D, 16-bit weights read a word (two values) per
+ * load.
+ */
+export function embedding(ctx: Context, ids: DeviceTensor, weight: DeviceTensor, opts: { out?: DeviceTensor } = {}): DeviceTensor {
+  const op = 'embedding';
+  checkInt(ids, `${op}: ids`);
+  const [vocab, d] = checkWeight(op, weight);
+  const shape = [...ids.shape, d];
+  const out = opts.out ?? empty(ctx, shape);
+  if (opts.out) checkOut(opts.out, shape, `${op}: out`);
+  checkBindable(ctx, op, [weight, 'weight'], [out, 'out']);
+  const n = numel(ids.shape);
+  if (n === 0 || d === 0) return out;
+  const vec = vecFor(d, [weight.dtype]);
+  const k = llmKernel(ctx, `embedding:v${vec}:${weight.dtype}`, () => ({
+    code: vecPrelude({ WG, UPT }, vec, [['w', weight.dtype]], ['out']) + embeddingWgsl,
+    bindings: [
+      { name: 'ids', access: 'read', dtype: 'i32' },
+      { name: 'w', access: 'read', dtype: weight.dtype },
+      { name: 'out', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:units', 'u32:D', 'u32:du', 'u32:vocab'],
+  }));
+  const units = (n * d) / vec;
+  ctx.dispatch(k, [ids.buffer, weight.buffer, out.buffer], grid(Math.ceil(units / (WG * UPT))), [units, d, d / vec, vocab]);
+  return out;
+}
+
+/**
+ * Backward of {@link embedding}: `dw[v, :] = sum of dy[n, :] over the positions n with ids[n] == v`, summed in
+ * increasing n (deterministic, no atomics, no read-back). f32 [vocab, D]; every row is written (zeros for ids
+ * that do not occur). `dy` is [...ids.shape, D] in f32/f16/bf16.
+ *
+ * Steps: a bitonic sort of the (id, position) pairs on the GPU, O(N log^2 N) work: blocks of up to 4096
+ * pairs sorted in workgroup memory (one dispatch), then for each doubling of the merge size past the block
+ * one global pass per distance >= the block and one in-block pass (N = 8192: 3 dispatches; 65536: 15); a
+ * binary search per vocabulary row for its run of positions, O(vocab log N); then one workgroup per
+ * vocabulary row sums its run in position order, reading dy once (N*D) and writing dw once (vocab*D).
+ */
+export function embeddingBackward(
+  ctx: Context,
+  ids: DeviceTensor,
+  dy: DeviceTensor,
+  vocab: number,
+  opts: { out?: DeviceTensor } = {},
+): DeviceTensor {
+  const op = 'embeddingBackward';
+  checkInt(ids, `${op}: ids`);
+  checkFloat(dy, `${op}: dy`);
+  if (dy.shape.length !== ids.shape.length + 1 || !sameShape(dy.shape.slice(0, -1), ids.shape))
+    throw new ShapeError(`${op}: dy ${fmt(dy.shape)} must be [...ids.shape, D] for ids ${fmt(ids.shape)}`);
+  if (!Number.isInteger(vocab) || vocab < 0) throw new ShapeError(`${op}: vocab ${vocab} must be a non-negative integer`);
+  const d = dy.shape[dy.shape.length - 1]!;
+  const dw = opts.out ?? empty(ctx, [vocab, d]);
+  if (opts.out) checkOut(opts.out, [vocab, d], `${op}: out`);
+  checkBindable(ctx, op, [dy, 'dy'], [dw, 'dw']);
+  if (vocab === 0 || d === 0) return dw;
+  const n = numel(ids.shape);
+
+  // 1. sort (id, position) pairs
+  const { wg: swg, block: B } = sortShape(ctx);
+  const P = Math.max(B, pow2ceil(n));
+  const keys = empty(ctx, [P], 'u32');
+  const vals = empty(ctx, [P], 'u32');
+  const sortDef = (entryPoint: string) => () => ({
+    code: `const WG: u32 = ${swg}u;\nconst B: u32 = ${B}u;\n` + embeddingSortWgsl,
+    entryPoint,
+    bindings: [
+      { name: 'ids', access: 'read' as const, dtype: 'i32' as const },
+      { name: 'keys', access: 'rw' as const, dtype: 'u32' as const },
+      { name: 'vals', access: 'rw' as const, dtype: 'u32' as const },
+    ],
+    params: ['u32:n', 'u32:P', 'u32:vocab', 'u32:k', 'u32:j'] as const,
+  });
+  const sortBufs = [ids.buffer, keys.buffer, vals.buffer];
+  const tagS = `wg${swg}:b${B}`;
+  const kLocal = llmKernel(ctx, `emb_sort_local:${tagS}`, sortDef('sort_local'));
+  const kMergeL = llmKernel(ctx, `emb_merge_local:${tagS}`, sortDef('merge_local'));
+  const kMergeG = llmKernel(ctx, `emb_merge_global:${tagS}`, sortDef('merge_global'));
+  ctx.dispatch(kLocal, sortBufs, grid(P / B), [n, P, vocab, 0, 0]);
+  for (let k = 2 * B; k <= P; k *= 2) {
+    for (let j = k / 2; j >= B; j /= 2) ctx.dispatch(kMergeG, sortBufs, grid(Math.ceil(P / 2 / swg)), [n, P, vocab, k, j]);
+    ctx.dispatch(kMergeL, sortBufs, grid(P / B), [n, P, vocab, k, 0]);
+  }
+
+  // 2. run offsets per vocabulary row, 3. sums
+  const offs = empty(ctx, [vocab + 1], 'u32');
+  const vec = vecFor(d, [dy.dtype]);
+  const { wg, nv } = rowShape(ctx, d / vec, 'emb_bwd');
+  const bwdDef = (entryPoint: string) => () => ({
+    code: vecPrelude({ WG: wg, NV: nv, NC: Math.max(nv, 1) }, vec, [['dy', dy.dtype]], ['dw']) + embeddingBwdWgsl,
+    entryPoint,
+    bindings: [
+      { name: 'keys', access: 'read' as const, dtype: 'u32' as const },
+      { name: 'vals', access: 'read' as const, dtype: 'u32' as const },
+      { name: 'dy', access: 'read' as const, dtype: dy.dtype },
+      { name: 'offs', access: 'rw' as const, dtype: 'u32' as const },
+      { name: 'dw', access: 'rw' as const, dtype: 'f32' as const },
+    ],
+    params: ['u32:n', 'u32:vocab', 'u32:D'] as const,
+  });
+  const tag = `wg${wg}:nv${nv}:v${vec}:${dy.dtype}`;
+  const kOff = llmKernel(ctx, `emb_offsets:${tag}`, bwdDef('offsets'));
+  const kAcc = llmKernel(ctx, `emb_accum:${tag}`, bwdDef('accum'));
+  const bufs = [keys.buffer, vals.buffer, dy.buffer, offs.buffer, dw.buffer];
+  ctx.dispatch(kOff, bufs, grid(Math.ceil((vocab + 1) / wg)), [n, vocab, d]);
+  ctx.dispatch(kAcc, bufs, grid(vocab), [n, vocab, d]);
+  ctx.release(keys.buffer);
+  ctx.release(vals.buffer);
+  ctx.release(offs.buffer);
+  return dw;
+}

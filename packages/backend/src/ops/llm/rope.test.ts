@@ -1,0 +1,212 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createContext, type Context } from '../../context';
+import type { DType } from '../../dtype';
+import { ConfigError, ShapeError } from '../../errors';
+import { release, upload } from '../../tensor';
+import { absErr, dot, finiteDiff, randn, relErr } from '../../testing';
+import { rope, ropeAttentionScaling, ropeBackward, ropeInvFreq, type RopeFreqConfig } from './rope';
+import { HF_COS_DEFAULT64, HF_ROPE, HF_SIN_DEFAULT64 } from './rope.hf';
+import { get, poisoned, randTensor } from './test-util';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+interface Geo {
+  b: number;
+  t: number;
+  h: number;
+  d: number;
+  layout: 'BTHD' | 'BHTD';
+}
+
+/** float64 reference: rotate with angles fround(fround(pos) * inv[i]) (HF's f32 product), cos/sin in float64. */
+function refRope(x: Float64Array, inv: Float32Array, pos: number[][], g: Geo, sign = 1, scale = 1): Float64Array {
+  const y = Float64Array.from(x);
+  const half = inv.length;
+  for (let b = 0; b < g.b; b++)
+    for (let t = 0; t < g.t; t++)
+      for (let h = 0; h < g.h; h++) {
+        const base = g.layout === 'BTHD' ? ((b * g.t + t) * g.h + h) * g.d : ((b * g.h + h) * g.t + t) * g.d;
+        for (let i = 0; i < half; i++) {
+          const ang = Math.fround(Math.fround(pos[b]![t]!) * inv[i]!);
+          const c = Math.cos(ang) * scale;
+          const s = Math.sin(ang) * scale * sign;
+          const a = x[base + i]!;
+          const z = x[base + i + half]!;
+          y[base + i] = a * c - z * s;
+          y[base + i + half] = z * c + a * s;
+        }
+      }
+  return y;
+}
+
+/** f32 bits distance (ulps) between two float32 values of the same sign. */
+function ulps(a: number, b: number): number {
+  const fa = new Float32Array([a, b]);
+  const u = new Int32Array(fa.buffer);
+  return Math.abs(u[0]! - u[1]!);
+}
+
+describe('ropeInvFreq', () => {
+  const cfgs: Record<string, RopeFreqConfig> = {
+    default64: { theta: 10000, headDim: 64 },
+    default128_500k: { theta: 500000, headDim: 128 },
+    default100: { theta: 10000, headDim: 100 },
+    linear: { type: 'linear', theta: 10000, headDim: 64, factor: 4 },
+    dynamic_init: { type: 'dynamic', theta: 10000, headDim: 64, factor: 2, maxPositionEmbeddings: 2048 },
+    dynamic_5000: { type: 'dynamic', theta: 10000, headDim: 64, factor: 2, maxPositionEmbeddings: 2048, seqLen: 5000 },
+    dynamic_1000: { type: 'dynamic', theta: 10000, headDim: 64, factor: 2, maxPositionEmbeddings: 2048, seqLen: 1000 },
+    llama3: {
+      type: 'llama3', theta: 500000, headDim: 128, factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192,
+    },
+    llama3_32: {
+      type: 'llama3', theta: 500000, headDim: 128, factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192,
+    },
+  };
+
+  /** The formulas in float64, written independently of the implementation. */
+  function derive(c: RopeFreqConfig): number[] {
+    const dim = c.headDim;
+    let base = c.theta;
+    if (c.type === 'dynamic') {
+      const L = Math.max(c.seqLen ?? c.maxPositionEmbeddings!, c.maxPositionEmbeddings!);
+      base = c.theta * ((c.factor! * L) / c.maxPositionEmbeddings! - (c.factor! - 1)) ** (dim / (dim - 2));
+    }
+    const inv = Array.from({ length: dim / 2 }, (_, i) => 1 / base ** ((2 * i) / dim));
+    if (c.type === 'linear') return inv.map((v) => v / c.factor!);
+    if (c.type !== 'llama3') return inv;
+    const old = c.originalMaxPositionEmbeddings!;
+    return inv.map((v) => {
+      const wl = (2 * Math.PI) / v;
+      if (wl < old / c.highFreqFactor!) return v;
+      if (wl > old / c.lowFreqFactor!) return v / c.factor!;
+      const s = (old / wl - c.lowFreqFactor!) / (c.highFreqFactor! - c.lowFreqFactor!);
+      return (1 - s) * (v / c.factor!) + s * v;
+    });
+  }
+
+  for (const [name, cfg] of Object.entries(cfgs)) {
+    it(`${name}: matches HF transformers to 1 ulp and the float64 formulas to 1e-6`, () => {
+      const got = ropeInvFreq(cfg);
+      const hf = HF_ROPE[name]!;
+      expect(got.length).toBe(hf.inv.length);
+      let worst = 0;
+      for (let i = 0; i < got.length; i++) worst = Math.max(worst, ulps(got[i]!, hf.inv[i]!));
+      expect(worst).toBeLessThanOrEqual(1);
+      expect(relErr(got, derive(cfg))).toBeLessThan(1e-6);
+      expect(ropeAttentionScaling(cfg)).toBe(hf.att);
+    });
+  }
+
+  it('llama3 keeps high frequencies, divides low ones by factor, and smooths between', () => {
+    const c = cfgs.llama3!;
+    const base = ropeInvFreq({ theta: c.theta, headDim: c.headDim });
+    const l3 = ropeInvFreq(c);
+    expect(l3[0]).toBe(base[0]);
+    expect(l3[63]).toBe(Math.fround(base[63]! / 8));
+    const mid = l3.findIndex((v, i) => v !== base[i] && v !== Math.fround(base[i]! / 8));
+    expect(mid).toBeGreaterThan(0);
+  });
+
+  it('rejects bad configs', () => {
+    expect(() => ropeInvFreq({ type: 'linear', theta: 1e4, headDim: 64 })).toThrow(ConfigError);
+    expect(() => ropeInvFreq({ theta: 1e4, headDim: 63 })).toThrow(ConfigError);
+    expect(() => ropeInvFreq({ type: 'yarn' as 'linear', theta: 1e4, headDim: 64, factor: 2 })).toThrow(/unsupported/);
+  });
+});
+
+describe('rope kernel', () => {
+  it('cos/sin match HF LlamaRotaryEmbedding, positions up to 100000', async () => {
+    const inv = ropeInvFreq({ theta: 10000, headDim: 64 });
+    const positions = [0, 1, 7, 100, 2047, 100000];
+    const T = positions.length;
+    const x = new Float32Array(T * 64);
+    for (let t = 0; t < T; t++) for (let i = 0; i < 32; i++) x[t * 64 + i] = 1; // y = (cos, sin)
+    const xt = upload(ctx, x, [1, T, 1, 64]);
+    const it = upload(ctx, inv, [32]);
+    const ids = upload(ctx, positions, [1, T], 'i32');
+    const y = await get(ctx, rope(ctx, xt, it, { positionIds: ids, out: poisoned(ctx, [1, T, 1, 64]) }));
+    let worst = 0;
+    for (let t = 0; t < T; t++)
+      for (let i = 0; i < 32; i++) {
+        worst = Math.max(worst, Math.abs(y[t * 64 + i]! - HF_COS_DEFAULT64[t]![i]!));
+        worst = Math.max(worst, Math.abs(y[t * 64 + 32 + i]! - HF_SIN_DEFAULT64[t]![i]!));
+      }
+    expect(worst).toBeLessThan(2e-6);
+    release(ctx, xt, it, ids);
+  });
+
+  it('reference backward matches finite differences', () => {
+    const g: Geo = { b: 2, t: 3, h: 2, d: 8, layout: 'BTHD' };
+    const inv = ropeInvFreq({ theta: 10000, headDim: 6 }); // partial: 3 pairs of 4
+    const pos = [
+      [0, 5, 9],
+      [3, 4, 100],
+    ];
+    const n = g.b * g.t * g.h * g.d;
+    const x = randn(n, 1);
+    const dy = randn(n, 2);
+    const dx = refRope(dy, inv, pos, g, -1, 0.7);
+    const fd = finiteDiff((xx) => dot(refRope(xx, inv, pos, g, 1, 0.7), dy), x);
+    expect(relErr(dx, fd)).toBeLessThan(1e-7);
+  });
+
+  const cases: [string, Geo, DType, number, 'ids1' | 'ids2' | number][] = [
+    ['f32 BTHD', { b: 2, t: 5, h: 3, d: 64, layout: 'BTHD' }, 'f32', 64, 0],
+    ['bf16 head_dim 100, offset 1000', { b: 1, t: 7, h: 2, d: 100, layout: 'BTHD' }, 'bf16', 100, 1000],
+    ['f16 BHTD with [B, T] ids', { b: 2, t: 3, h: 4, d: 16, layout: 'BHTD' }, 'f16', 16, 'ids2'],
+    ['partial rotary 32 of 64, [T] ids', { b: 2, t: 3, h: 3, d: 64, layout: 'BTHD' }, 'f32', 32, 'ids1'],
+    ['head_dim 256, 37 tokens', { b: 1, t: 37, h: 2, d: 256, layout: 'BTHD' }, 'f32', 256, 17],
+  ];
+  for (const [name, g, dt, rd, posMode] of cases) {
+    it(`forward and backward: ${name}`, async () => {
+      const inv = ropeInvFreq({ theta: 10000, headDim: rd });
+      const shape = g.layout === 'BTHD' ? [g.b, g.t, g.h, g.d] : [g.b, g.h, g.t, g.d];
+      const n = shape.reduce((a, b) => a * b);
+      const x = randTensor(ctx, shape, dt, n);
+      const dy = randTensor(ctx, shape, dt, n + 1);
+      const invT = upload(ctx, inv, [inv.length]);
+      let pos: number[][];
+      let ids;
+      if (posMode === 'ids2') {
+        pos = Array.from({ length: g.b }, (_, b) => Array.from({ length: g.t }, (_, t) => (b * 7919 + t * 104729) % 100000));
+        ids = upload(ctx, pos.flat(), [g.b, g.t], 'i32');
+      } else if (posMode === 'ids1') {
+        const p1 = Array.from({ length: g.t }, (_, t) => 3 * t + 40000);
+        pos = Array.from({ length: g.b }, () => p1);
+        ids = upload(ctx, p1, [g.t], 'i32');
+      } else pos = Array.from({ length: g.b }, () => Array.from({ length: g.t }, (_, t) => t + posMode));
+      const opts = { layout: g.layout, positionIds: ids, positionOffset: typeof posMode === 'number' ? posMode : 0 };
+      const y = rope(ctx, x.t, invT, { ...opts, out: poisoned(ctx, shape) });
+      const dx = ropeBackward(ctx, dy.t, invT, { ...opts, out: poisoned(ctx, shape) });
+      expect(absErr(await get(ctx, y), refRope(x.data, inv, pos, g))).toBeLessThan(2e-5);
+      expect(absErr(await get(ctx, dx), refRope(dy.data, inv, pos, g, -1))).toBeLessThan(2e-5);
+      release(ctx, x.t, dy.t, invT, y, dx, ...(ids ? [ids] : []));
+    });
+  }
+
+  it('attention scaling multiplies cos and sin', async () => {
+    const g: Geo = { b: 1, t: 4, h: 2, d: 8, layout: 'BTHD' };
+    const inv = ropeInvFreq({ theta: 10000, headDim: 8 });
+    const x = randTensor(ctx, [1, 4, 2, 8], 'f32', 3);
+    const invT = upload(ctx, inv, [4]);
+    const y = rope(ctx, x.t, invT, { attentionScaling: 1.25, positionOffset: 5 });
+    const pos = [[5, 6, 7, 8]];
+    expect(absErr(await get(ctx, y), refRope(x.data, inv, pos, g, 1, 1.25))).toBeLessThan(2e-5);
+    release(ctx, x.t, invT, y);
+  });
+
+  it('validates shapes', () => {
+    const x = upload(ctx, new Float32Array(2 * 3 * 8), [2, 3, 8]);
+    const inv = upload(ctx, new Float32Array(5), [5]);
+    expect(() => rope(ctx, x, inv)).toThrow(ShapeError);
+    expect(() => rope(ctx, x, inv)).toThrow(/\[5\].*\[2, 3, 8\]/);
+    const inv4 = upload(ctx, new Float32Array(4), [4]);
+    const ids = upload(ctx, [0, 1, 2], [3], 'i32');
+    expect(() => rope(ctx, x, inv4, { positionIds: ids })).toThrow(/positionIds \[3\]/);
+    release(ctx, x, inv, inv4, ids);
+  });
+});

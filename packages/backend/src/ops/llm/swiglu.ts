@@ -1,0 +1,166 @@
+import swigluWgsl from '../../../../../shaders/swiglu.wgsl';
+import swigluBwdWgsl from '../../../../../shaders/swiglu-backward.wgsl';
+import type { Context } from '../../context';
+import type { DType } from '../../dtype';
+import { ShapeError } from '../../errors';
+import { empty, numel, type DeviceTensor } from '../../tensor';
+import { checkBindable, checkFloat, checkOut, fmt, grid, llmKernel, sameShape, vecFor, vecPrelude } from './common';
+
+const WG = 256;
+const UPT = 4;
+
+/** Output options of the SwiGLU ops. */
+export interface SwigluOptions {
+  /** f32 output tensor to write instead of allocating one. */
+  out?: DeviceTensor;
+}
+
+interface Layout {
+  fused: boolean;
+  /** Logical [..., I] shape of gate, up and out. */
+  shape: number[];
+  inner: number;
+}
+
+function layoutOf(op: string, gate: DeviceTensor, up: DeviceTensor | null): Layout {
+  checkFloat(gate, `${op}: ${up ? 'gate' : 'gateUp'}`);
+  if (gate.shape.length < 1) throw new ShapeError(`${op}: expected at least one dimension, got ${fmt(gate.shape)}`);
+  const last = gate.shape[gate.shape.length - 1]!;
+  if (up) {
+    checkFloat(up, `${op}: up`);
+    if (!sameShape(gate.shape, up.shape)) throw new ShapeError(`${op}: gate ${fmt(gate.shape)} and up ${fmt(up.shape)} differ`);
+    return { fused: false, shape: [...gate.shape], inner: last };
+  }
+  if (last % 2) throw new ShapeError(`${op}: gateUp ${fmt(gate.shape)} must have an even last dimension (gate and up halves)`);
+  return { fused: true, shape: [...gate.shape.slice(0, -1), last / 2], inner: last / 2 };
+}
+
+/** WGSL loaders ld_gate/ld_up over the logical [n] index for either layout. */
+function gateUpCode(fused: boolean): string {
+  return fused
+    ? 'fn gidx(e: u32) -> u32 { return e + (e / p.I) * p.I; }\n' +
+        'fn ld_gate(e: u32) -> V { return ld_gu(gidx(e)); }\n' +
+        'fn ld_up(e: u32) -> V { return ld_gu(gidx(e) + p.I); }\n'
+    : 'fn ld_gate(e: u32) -> V { return ld_g(e); }\nfn ld_up(e: u32) -> V { return ld_u(e); }\n';
+}
+
+function forward(ctx: Context, op: string, gate: DeviceTensor, up: DeviceTensor | null, opts: SwigluOptions): DeviceTensor {
+  const L = layoutOf(op, gate, up);
+  const out = opts.out ?? empty(ctx, L.shape);
+  if (opts.out) checkOut(opts.out, L.shape, `${op}: out`);
+  checkBindable(ctx, op, [gate, up ? 'gate' : 'gateUp'], ...(up ? [[up, 'up'] as [DeviceTensor, string]] : []), [out, 'out']);
+  const n = numel(L.shape);
+  if (n === 0) return out;
+  const dts: DType[] = up ? [gate.dtype, up.dtype] : [gate.dtype];
+  const vec = vecFor(L.inner, dts);
+  const key = `swiglu:${L.fused ? 'fused' : 'split'}:v${vec}:${dts.join('')}`;
+  const k = llmKernel(ctx, key, () => ({
+    code:
+      vecPrelude({ WG, UPT }, vec, up ? [['g', gate.dtype], ['u', up.dtype]] : [['gu', gate.dtype]], ['out']) +
+      gateUpCode(L.fused) +
+      swigluWgsl,
+    bindings: [
+      ...(up
+        ? [
+            { name: 'g', access: 'read' as const, dtype: gate.dtype },
+            { name: 'u', access: 'read' as const, dtype: up.dtype },
+          ]
+        : [{ name: 'gu', access: 'read' as const, dtype: gate.dtype }]),
+      { name: 'out', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:units', 'u32:I'],
+  }));
+  const units = n / vec;
+  const bufs = up ? [gate.buffer, up.buffer, out.buffer] : [gate.buffer, out.buffer];
+  ctx.dispatch(k, bufs, grid(Math.ceil(units / (WG * UPT))), [units, L.inner]);
+  return out;
+}
+
+/**
+ * SwiGLU in one pass: `out = silu(gate) * up` (silu(g) = g * sigmoid(g)), elementwise over [..., I]; inputs
+ * f32/f16/bf16, output f32.
+ */
+export function swiglu(ctx: Context, gate: DeviceTensor, up: DeviceTensor, opts: SwigluOptions = {}): DeviceTensor {
+  return forward(ctx, 'swiglu', gate, up, opts);
+}
+
+/** SwiGLU of a fused projection `gateUp` [..., 2I] (gate in the first half of the last dim, up in the
+ *  second): returns f32 [..., I]. */
+export function swigluFused(ctx: Context, gateUp: DeviceTensor, opts: SwigluOptions = {}): DeviceTensor {
+  return forward(ctx, 'swigluFused', gateUp, null, opts);
+}
+
+function backward(
+  ctx: Context,
+  op: string,
+  dout: DeviceTensor,
+  gate: DeviceTensor,
+  up: DeviceTensor | null,
+  outs: DeviceTensor[],
+): void {
+  const L = layoutOf(op, gate, up);
+  checkFloat(dout, `${op}: dout`);
+  if (!sameShape(dout.shape, L.shape)) throw new ShapeError(`${op}: dout ${fmt(dout.shape)} must be ${fmt(L.shape)}`);
+  checkBindable(ctx, op, [dout, 'dout'], [gate, 'gate'], ...(up ? [[up, 'up'] as [DeviceTensor, string]] : []));
+  const n = numel(L.shape);
+  if (n === 0) return;
+  const dts: DType[] = up ? [dout.dtype, gate.dtype, up.dtype] : [dout.dtype, gate.dtype];
+  const vec = vecFor(L.inner, dts);
+  const key = `swiglu_bwd:${L.fused ? 'fused' : 'split'}:v${vec}:${dts.join('')}`;
+  const k = llmKernel(ctx, key, () => {
+    const reads: [string, DType][] = up ? [['dout', dout.dtype], ['g', gate.dtype], ['u', up.dtype]] : [['dout', dout.dtype], ['gu', gate.dtype]];
+    const stores = up
+      ? 'fn st_dgate(e: u32, v: V) { st_dg(e, v); }\nfn st_dup(e: u32, v: V) { st_du(e, v); }\n'
+      : 'fn st_dgate(e: u32, v: V) { st_dgu(gidx(e), v); }\nfn st_dup(e: u32, v: V) { st_dgu(gidx(e) + p.I, v); }\n';
+    return {
+      code: vecPrelude({ WG, UPT }, vec, reads, up ? ['dg', 'du'] : ['dgu']) + gateUpCode(L.fused) + stores + swigluBwdWgsl,
+      bindings: [
+        { name: 'dout', access: 'read', dtype: dout.dtype },
+        ...(up
+          ? [
+              { name: 'g', access: 'read' as const, dtype: gate.dtype },
+              { name: 'u', access: 'read' as const, dtype: up.dtype },
+              { name: 'dg', access: 'rw' as const, dtype: 'f32' as const },
+              { name: 'du', access: 'rw' as const, dtype: 'f32' as const },
+            ]
+          : [
+              { name: 'gu', access: 'read' as const, dtype: gate.dtype },
+              { name: 'dgu', access: 'rw' as const, dtype: 'f32' as const },
+            ]),
+      ],
+      params: ['u32:units', 'u32:I'],
+    };
+  });
+  const units = n / vec;
+  const bufs = up ? [dout.buffer, gate.buffer, up.buffer, ...outs.map((o) => o.buffer)] : [dout.buffer, gate.buffer, outs[0]!.buffer];
+  ctx.dispatch(k, bufs, grid(Math.ceil(units / (WG * UPT))), [units, L.inner]);
+}
+
+/**
+ * Backward of {@link swiglu} in one pass: `dgate = dout * up * s * (1 + gate * (1 - s))` and
+ * `dup = dout * silu(gate)` with s = sigmoid(gate); f32 outputs of gate's shape.
+ */
+export function swigluBackward(
+  ctx: Context,
+  dout: DeviceTensor,
+  gate: DeviceTensor,
+  up: DeviceTensor,
+  opts: { dgateOut?: DeviceTensor; dupOut?: DeviceTensor } = {},
+): { dgate: DeviceTensor; dup: DeviceTensor } {
+  layoutOf('swigluBackward', gate, up);
+  const dgate = opts.dgateOut ?? empty(ctx, gate.shape);
+  if (opts.dgateOut) checkOut(opts.dgateOut, gate.shape, 'swigluBackward: dgateOut');
+  const dup = opts.dupOut ?? empty(ctx, gate.shape);
+  if (opts.dupOut) checkOut(opts.dupOut, gate.shape, 'swigluBackward: dupOut');
+  backward(ctx, 'swigluBackward', dout, gate, up, [dgate, dup]);
+  return { dgate, dup };
+}
+
+/** Backward of {@link swigluFused}: the gradient of `gateUp`, f32 [..., 2I] in the same halves layout. */
+export function swigluFusedBackward(ctx: Context, dout: DeviceTensor, gateUp: DeviceTensor, opts: SwigluOptions = {}): DeviceTensor {
+  layoutOf('swigluFusedBackward', gateUp, null);
+  const d = opts.out ?? empty(ctx, gateUp.shape);
+  if (opts.out) checkOut(opts.out, gateUp.shape, 'swigluFusedBackward: out');
+  backward(ctx, 'swigluFusedBackward', dout, gateUp, null, [d]);
+  return d;
+}
