@@ -6,3 +6,21 @@ export { retain, releaseRef } from './storage';
 export { gradcheck, type GradcheckOptions, type GradcheckResult } from './gradcheck';
 export { checkpoint } from './checkpoint';
 export type { Node } from './node';
+export { add, sub, mul, div, scale, neg, exp, log, tanh, sigmoid, silu, square } from './ops/elementwise';
+export { reshape, transpose, sum, mean, cast } from './ops/shape';
+export { matmul, linear } from './ops/matmul';
+export { Optimizer, clipGradNorm, type ParamGroup, type ParamGroupInit, type StepControls, type OptimizerState } from './optim/optimizer';
+export { AdamW, type AdamWOptions } from './optim/adamw';
+export { SGD, type SGDOptions } from './optim/sgd';
+export {
+  LRScheduler,
+  ConstantLR,
+  LinearWarmup,
+  CosineAnnealingLR,
+  WarmupCosineScheduler,
+  type HasParamGroups,
+  type SchedulerState,
+} from './optim/schedulers';
+export { randn, randu } from './random';
+export { attention, type AttentionOpts } from './ops/attention';
+export { rmsNorm, addRmsNorm, rope, swiglu, embedding, crossEntropy } from './ops/llm';

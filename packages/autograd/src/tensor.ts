@@ -14,6 +14,15 @@ import { isGradEnabled, track, untrack } from './scope';
 import { releaseRef, retain, viewAs } from './storage';
 import { randn as randnValues } from './random';
 
+/** Safety net: storage of tensors that were never disposed goes back to the pool when they are collected. */
+const finalizer = new FinalizationRegistry<{ ctx: Context; buf: DeviceTensor['buffer'] }>(({ ctx, buf }) => {
+  try {
+    releaseRef(ctx, buf);
+  } catch {
+    // the context may be gone
+  }
+});
+
 export interface TensorOptions {
   dtype?: DType;
   requiresGrad?: boolean;
@@ -55,8 +64,19 @@ export class Tensor {
     this._requiresGrad = requiresGrad || node !== null;
     this.node = node;
     this.outputIndex = outputIndex;
+    finalizer.register(this, { ctx, buf: data.buffer }, this);
     if (tracked) track(this);
   }
+
+  /**
+   * PyTorch's `F.cross_entropy` over the last dim: logits [..., V], integer targets [...] (a Tensor or numbers),
+   * mean over targets that are not `ignoreIndex` (-100). No label shift. (Installed by the ops module.)
+   */
+  static crossEntropyLoss: (
+    logits: Tensor,
+    targets: Tensor | ArrayLike<number>,
+    opts?: { ignoreIndex?: number; labelSmoothing?: number },
+  ) => Tensor;
 
   static fromArray(ctx: Context, data: ArrayLike<number>, shape: readonly number[], opts: TensorOptions = {}): Tensor {
     return new Tensor(ctx, upload(ctx, data, shape, opts.dtype ?? 'f32'), opts.requiresGrad ?? false);
@@ -146,6 +166,7 @@ export class Tensor {
   dispose(): void {
     if (!this._data) return;
     releaseRef(this.ctx, this._data.buffer);
+    finalizer.unregister(this);
     this._data = null;
     untrack(this);
   }
@@ -161,6 +182,8 @@ export class Tensor {
     if (data.shape.length !== this.shape.length || data.shape.some((d, i) => d !== this.shape[i]))
       throw new ShapeError(`assign: shape [${data.shape.join(', ')}] does not match [${this.shape.join(', ')}]`);
     releaseRef(this.ctx, this.data.buffer);
+    finalizer.unregister(this);
+    finalizer.register(this, { ctx: this.ctx, buf: data.buffer }, this);
     this._data = data;
   }
 

@@ -1,1 +1,5 @@
-export {};
+export { SafetensorsError, TokenizerError } from './errors';
+export * from './safetensors';
+export * from './tokenizer';
+export { loadPretrained, type LoadPretrainedOptions, type Pretrained } from './model/pretrained';
+export { loadLoraAdapter, saveLoraAdapter, readAdapterConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS } from './model/peft';

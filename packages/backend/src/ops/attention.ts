@@ -1,1 +1,11 @@
-export {};
+export { type AttentionOptions } from './attention/common';
+export {
+  flashAttention,
+  flashAttentionBackward,
+  type FlashAttentionOptions,
+  type FlashAttentionBackwardOptions,
+  type FlashAttentionResult,
+  type FlashAttentionGrads,
+} from './attention/flash';
+export { attentionDecode, type AttentionDecodeOptions } from './attention/decode';
+export { attentionTiles, type AttentionTiles } from './attention/tiles';

@@ -1,1 +1,5 @@
-export {};
+export * from './core/elementwise';
+export * from './core/reduce';
+export * from './core/transpose';
+export * from './core/matmul';
+export { broadcastShapes } from './core/util';

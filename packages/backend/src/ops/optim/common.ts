@@ -1,4 +1,4 @@
-import commonWgsl from '../../../../../shaders/optim-common.wgsl';
+import commonWgslSrc from '../../../../../shaders/optim-common.wgsl';
 import fillWgsl from '../../../../../shaders/optim-fill.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context, Kernel } from '../../context';
@@ -146,7 +146,8 @@ export function controlKey(o: GpuStepControls): string {
   return `${o.gradScale ? 'S' : '-'}${o.skip ? 'K' : '-'}${o.stepState ? 'T' : '-'}`;
 }
 
-export { commonWgsl };
+/** WGSL helpers shared by the optimizer kernels. */
+export const commonWgsl: string = commonWgslSrc;
 
 /** Fill `n` 32-bit words of a buffer with `value` (bits) on the GPU: ordered with other dispatches, no flush. */
 export function fillWords(ctx: Context, buf: GpuBuffer, n: number, value: number): void {

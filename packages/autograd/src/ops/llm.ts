@@ -1,0 +1,150 @@
+import {
+  addRmsNorm as addRmsNormKernel,
+  crossEntropy as crossEntropyKernel,
+  embedding as embeddingKernel,
+  embeddingBackward,
+  scaleInPlace,
+  ShapeError,
+  swiglu as swigluKernel,
+  swigluBackward,
+  rmsNorm as rmsNormKernel,
+  rmsNormBackward,
+  rope as ropeKernel,
+  ropeBackward,
+  type DeviceTensor,
+} from '@rusty/backend';
+import { defineOp } from '../op';
+import { isGradEnabled } from '../scope';
+import { releaseRef, retain } from '../storage';
+import { Tensor } from '../tensor';
+import { reshape } from './shape';
+
+const rmsNormOp = defineOp<{ eps: number }>({
+  name: 'rms_norm',
+  forward: (ctx, [x, w], { eps }) => {
+    const { y, rstd } = rmsNormKernel(ctx, x!, w!, { eps });
+    return { outputs: y, saved: [x!, w!, rstd] };
+  },
+  backward: (ctx, [g], [x, w, rstd], [mx, mw]) => {
+    const { dx, dw } = rmsNormBackward(ctx, g!, x!, w!, rstd!);
+    return [keepIf(ctx, dx, mx!.requiresGrad), keepIf(ctx, dw, mw!.requiresGrad)];
+  },
+});
+
+/** HF LlamaRMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * w. */
+export const rmsNorm = (x: Tensor, w: Tensor, eps: number): Tensor => rmsNormOp([x, w], { eps });
+
+const addRmsNormOp = defineOp<{ eps: number }>({
+  name: 'add_rms_norm',
+  forward: (ctx, [x, r, w], { eps }) => {
+    const { y, rstd, sum } = addRmsNormKernel(ctx, x!, r!, w!, { eps });
+    return { outputs: [sum, y], saved: [sum, w!, rstd] };
+  },
+  backward: (ctx, [gSum, gY], [sum, w, rstd], [mx, mr, mw]) => {
+    let d: DeviceTensor;
+    let dw: DeviceTensor | null = null;
+    if (gY) {
+      const r = rmsNormBackward(ctx, gY, sum!, w!, rstd!, gSum ? { residualGrad: gSum } : {});
+      d = r.dx;
+      dw = keepIf(ctx, r.dw, mw!.requiresGrad);
+    } else {
+      d = gSum!;
+      retain(d.buffer);
+    }
+    // the sum's gradient reaches both addends
+    if (mx!.requiresGrad && mr!.requiresGrad) retain(d.buffer);
+    else if (!mx!.requiresGrad && !mr!.requiresGrad) releaseRef(ctx, d.buffer);
+    return [mx!.requiresGrad ? d : null, mr!.requiresGrad ? d : null, dw];
+  },
+});
+
+/** Fused residual add + RMSNorm: returns [x + residual, rmsNorm(x + residual)] from one pass. */
+export function addRmsNorm(x: Tensor, residual: Tensor, w: Tensor, eps: number): [Tensor, Tensor] {
+  const [s, y] = addRmsNormOp.multi([x, residual, w], { eps });
+  return [s!, y!];
+}
+
+const ropeOp = defineOp<{ positionOffset: number; attentionScaling: number }>({
+  name: 'rope',
+  forward: (ctx, [x, inv], o) => ({ outputs: ropeKernel(ctx, x!, inv!, o), saved: [inv!] }),
+  backward: (ctx, [g], [inv], _m, o) => [ropeBackward(ctx, g!, inv!, o), null],
+});
+
+/**
+ * Rotary position embedding on x [B, T, H, D] (HF `rotate_half` layout) with inverse frequencies `invFreq`
+ * [D/2] (from `ropeInvFreq`); token t sits at position `positionOffset + t`.
+ */
+export function rope(x: Tensor, invFreq: Tensor, opts: { positionOffset?: number; attentionScaling?: number } = {}): Tensor {
+  return ropeOp([x, invFreq], { positionOffset: opts.positionOffset ?? 0, attentionScaling: opts.attentionScaling ?? 1 });
+}
+
+function keepIf(ctx: Parameters<typeof releaseRef>[0], t: DeviceTensor, keep: boolean): DeviceTensor | null {
+  if (keep) return t;
+  releaseRef(ctx, t.buffer);
+  return null;
+}
+
+const swigluOp = defineOp({
+  name: 'swiglu',
+  forward: (ctx, [g, u]) => ({ outputs: swigluKernel(ctx, g!, u!), saved: [g!, u!] }),
+  backward: (ctx, [d], [g, u], [mg, mu]) => {
+    const { dgate, dup } = swigluBackward(ctx, d!, g!, u!);
+    return [keepIf(ctx, dgate, mg!.requiresGrad), keepIf(ctx, dup, mu!.requiresGrad)];
+  },
+});
+
+/** Fused SwiGLU: silu(gate) * up. */
+export const swiglu = (gate: Tensor, up: Tensor): Tensor => swigluOp([gate, up]);
+
+const embeddingOp = defineOp({
+  name: 'embedding',
+  forward: (ctx, [ids, w]) => ({ outputs: embeddingKernel(ctx, ids!, w!), saved: [ids!] }),
+  backward: (ctx, [g], [ids], [, mw]) => [null, embeddingBackward(ctx, ids!, g!, mw!.shape[0]!)],
+});
+
+/** Rows of `weight` [V, D] gathered by integer `ids` (i32, any shape) -> [...ids.shape, D]. */
+export const embedding = (ids: Tensor, weight: Tensor): Tensor => embeddingOp([ids, weight]);
+
+const crossEntropyOp = defineOp<{ ignoreIndex: number; labelSmoothing: number; needGrad: boolean }>({
+  name: 'cross_entropy',
+  forward: (ctx, [logits, targets], o) => {
+    const r = crossEntropyKernel(ctx, logits!, targets!, {
+      ignoreIndex: o.ignoreIndex,
+      labelSmoothing: o.labelSmoothing,
+      computeGrad: o.needGrad,
+    });
+    releaseRef(ctx, r.rowLoss.buffer);
+    releaseRef(ctx, r.count.buffer);
+    return { outputs: r.loss, saved: r.dlogits ? [r.dlogits] : [] };
+  },
+  backward: (ctx, [g], [dlogits]) => {
+    // dlogits was computed in the forward pass (one read of the logits); scale it by the upstream gradient
+    scaleInPlace(ctx, dlogits!, g!);
+    retain(dlogits!.buffer);
+    return [dlogits!, null];
+  },
+});
+
+/**
+ * PyTorch's `F.cross_entropy(logits [N, V], targets [N])` with `ignoreIndex` (default -100) and mean reduction
+ * over the targets that are not ignored; fused with log-softmax, the gradient computed in the same pass.
+ */
+export function crossEntropy(logits: Tensor, targets: Tensor, opts: { ignoreIndex?: number; labelSmoothing?: number } = {}): Tensor {
+  return crossEntropyOp([logits, targets], {
+    ignoreIndex: opts.ignoreIndex ?? -100,
+    labelSmoothing: opts.labelSmoothing ?? 0,
+    needGrad: isGradEnabled() && logits.requiresGrad,
+  });
+}
+
+Tensor.crossEntropyLoss = (logits, targets, opts = {}) => {
+  const v = logits.shape[logits.rank - 1]!;
+  const n = logits.size / v;
+  const t = 'isTensor' in targets ? targets : Tensor.fromArray(logits.ctx, targets, [n], { dtype: 'i32' });
+  if (t.size !== n) throw new ShapeError(`crossEntropyLoss: ${t.size} targets for logits [${logits.shape.join(', ')}]`);
+  const flatT = t.rank === 1 ? t : reshape(t, [n]);
+  const loss = crossEntropy(logits.rank === 2 ? logits : reshape(logits, [n, v]), flatT, opts);
+  if (flatT !== t) flatT.dispose();
+  if (t !== targets) t.dispose();
+  return loss;
+};

@@ -1,0 +1,75 @@
+import { matmul as mm, numel, reduce, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
+import { defineOp } from '../op';
+import { releaseRef } from '../storage';
+import type { Tensor } from '../tensor';
+import { fmt, sumToShape } from './util';
+
+interface MatmulAttrs {
+  transA: boolean;
+  transB: boolean;
+}
+
+const flat2 = (t: DeviceTensor): DeviceTensor => ({ ...t, shape: [numel(t.shape) / t.shape[t.shape.length - 1]!, t.shape[t.shape.length - 1]!] });
+
+const matmulOp = defineOp<MatmulAttrs>({
+  name: 'matmul',
+  forward: (ctx, [a, b], { transA, transB }) => ({ outputs: mm(ctx, a!, b!, { transA, transB }), saved: [a!, b!] }),
+  backward: (ctx, [g], [a, b], [ma, mb], { transA, transB }) => {
+    // C = op(A) op(B).  d op(A) = dC op(B)^T, d op(B) = op(A)^T dC
+    let da: DeviceTensor | null = null;
+    let db: DeviceTensor | null = null;
+    if (ma!.requiresGrad) {
+      const r = transA ? mm(ctx, b!, g!, { transA: transB, transB: true }) : mm(ctx, g!, b!, { transB: !transB });
+      da = reduceBatch(ctx, r, ma!.shape);
+    }
+    if (mb!.requiresGrad) {
+      if (b!.shape.length === 2 && a!.shape.length > 2 && !transA) {
+        // unbatched B: fold the batch of A and dC into rows
+        const a2 = flat2(a!);
+        const g2 = flat2(g!);
+        db = transB ? mm(ctx, g2, a2, { transA: true }) : mm(ctx, a2, g2, { transA: true });
+      } else {
+        const r = transB ? mm(ctx, g!, a!, { transA: true, transB: transA }) : mm(ctx, a!, g!, { transA: !transA });
+        db = reduceBatch(ctx, r, mb!.shape);
+      }
+    }
+    return [da, db];
+  },
+});
+
+/** Sum a batched gradient over the batch dims its input broadcast over. */
+function reduceBatch(ctx: Context, r: DeviceTensor, shape: readonly number[]): DeviceTensor {
+  if (numel(r.shape) === numel(shape)) return { ...r, shape: [...shape] };
+  const s = sumToShape(ctx, r, shape);
+  releaseRef(ctx, r.buffer);
+  return s;
+}
+
+/** Batched matrix product with optional transposes (`transB` for `[out, in]` weights). */
+export function matmul(a: Tensor, b: Tensor, opts: { transA?: boolean; transB?: boolean } = {}): Tensor {
+  return matmulOp([a, b], { transA: !!opts.transA, transB: !!opts.transB });
+}
+
+const linearOp = defineOp<{ hasBias: boolean }>({
+  name: 'linear',
+  forward: (ctx, [x, w, b], { hasBias }) => {
+    const inF = w!.shape[1]!;
+    if (x!.shape[x!.shape.length - 1] !== inF)
+      throw new ShapeError(`linear: input ${fmt(x!.shape)} does not end in in_features ${inF} of weight ${fmt(w!.shape)}`);
+    const y = mm(ctx, flat2(x!), w!, { transB: true, bias: hasBias ? b : undefined });
+    return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [x!, w!] };
+  },
+  backward: (ctx, [g], [x, w], [mx, mw, mb]) => {
+    const g2 = flat2(g!);
+    const dx = mx!.requiresGrad ? { ...mm(ctx, g2, w!), shape: [...mx!.shape] } : null;
+    const dw = mw!.requiresGrad ? mm(ctx, g2, flat2(x!), { transA: true }) : null;
+    const db = mb?.requiresGrad ? reduce(ctx, 'sum', g2, 0) : null;
+    return [dx, dw, db];
+  },
+});
+
+/** `y = x W^T + b` with HF's `[out, in]` weight (f32, f16 or bf16) over the last dim of x. */
+export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor {
+  if (weight.rank !== 2) throw new ShapeError(`linear: weight must be [out, in], got ${fmt(weight.shape)}`);
+  return bias ? linearOp([x, weight, bias], { hasBias: true }) : linearOp([x, weight], { hasBias: false });
+}

@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createContext, type Context } from '../../context';
+import type { DType } from '../../dtype';
+import { ShapeError } from '../../errors';
+import { download, empty, poison, release, upload } from '../../tensor';
+import { randn, relErr } from '../../testing';
+import { refAttention } from './attention.ref';
+import { attentionDecode } from './decode';
+import { flashAttention } from './flash';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+interface DecCase {
+  B: number;
+  Smax: number;
+  len: number;
+  Hq: number;
+  Hkv: number;
+  D: number;
+  chunk?: number;
+  mask?: boolean;
+  dtype?: DType;
+}
+
+const CASES: DecCase[] = [
+  { B: 2, Smax: 40, len: 33, Hq: 4, Hkv: 2, D: 16 },
+  { B: 1, Smax: 300, len: 300, Hq: 2, Hkv: 1, D: 64, chunk: 64 },
+  { B: 2, Smax: 200, len: 150, Hq: 4, Hkv: 1, D: 80, mask: true },
+  { B: 1, Smax: 8, len: 1, Hq: 2, Hkv: 2, D: 64 },
+  { B: 2, Smax: 2500, len: 2100, Hq: 2, Hkv: 1, D: 16, mask: true },
+  { B: 1, Smax: 70, len: 70, Hq: 4, Hkv: 4, D: 64, dtype: 'f16', chunk: 32 },
+];
+
+describe('attentionDecode', () => {
+  for (const c of CASES)
+    it(`B${c.B} Smax${c.Smax} len${c.len} Hq${c.Hq} Hkv${c.Hkv} D${c.D}${c.chunk ? ` chunk${c.chunk}` : ''}${c.mask ? ' mask' : ''}${c.dtype ? ` ${c.dtype}` : ''}`, async () => {
+      const dt = c.dtype ?? 'f32';
+      const { B, Smax, len, Hq, Hkv, D } = c;
+      const q = upload(ctx, randn(B * Hq * D, len + 1), [B, 1, Hq, D], dt);
+      const kc = upload(ctx, randn(B * Smax * Hkv * D, len + 2), [B, Smax, Hkv, D], dt);
+      const vc = upload(ctx, randn(B * Smax * Hkv * D, len + 3), [B, Smax, Hkv, D], dt);
+      // mask: sequence 0 left-padded by 5, every 7th key of the others dropped; sequence 1 (if any) fully
+      // masked when len is small enough to test the empty-row rule elsewhere.
+      const mv = new Int32Array(B * Smax).map((_, i) => {
+        const b = Math.floor(i / Smax);
+        const s = i % Smax;
+        return b === 0 ? (s < 5 ? 0 : 1) : s % 7 === 3 ? 0 : 1;
+      });
+      const mask = c.mask ? upload(ctx, mv, [B, Smax], 'u32') : undefined;
+      const out = empty(ctx, [B, 1, Hq, D]);
+      poison(ctx, out);
+      attentionDecode(ctx, q, kc, vc, len, { keyMask: mask, out, chunk: c.chunk });
+      const got = await download(ctx, out);
+
+      // float64 reference on the first len positions, query at position len - 1
+      const qv = Float64Array.from(await download(ctx, q));
+      const kAll = await download(ctx, kc);
+      const vAll = await download(ctx, vc);
+      const kv = new Float64Array(B * len * Hkv * D);
+      const vv = new Float64Array(B * len * Hkv * D);
+      for (let b = 0; b < B; b++)
+        for (let s = 0; s < len; s++)
+          for (let x = 0; x < Hkv * D; x++) {
+            kv[(b * len + s) * Hkv * D + x] = kAll[(b * Smax + s) * Hkv * D + x]!;
+            vv[(b * len + s) * Hkv * D + x] = vAll[(b * Smax + s) * Hkv * D + x]!;
+          }
+      const mSub = new Int32Array(B * len).map((_, i) => mv[Math.floor(i / len) * Smax + (i % len)]!);
+      const dims = { B, T: 1, S: len, Hq, Hkv, D };
+      const opts = { causal: true, scale: 1 / Math.sqrt(D), qOffset: len - 1, mask: c.mask ? mSub : undefined };
+      const ref = refAttention(dims, opts, qv, kv, vv);
+      expect(relErr(got, ref.out)).toBeLessThan(2e-6);
+
+      // and the flash forward with T = 1 and qOffset = len - 1 on the same keys
+      const kt = upload(ctx, kv, [B, len, Hkv, D]);
+      const vt = upload(ctx, vv, [B, len, Hkv, D]);
+      const mt = c.mask ? upload(ctx, mSub, [B, len], 'u32') : undefined;
+      const f = flashAttention(ctx, upload(ctx, qv, [B, 1, Hq, D]), kt, vt, { qOffset: len - 1, keyMask: mt });
+      expect(relErr(got, await download(ctx, f.out))).toBeLessThan(2e-6);
+      release(ctx, q, kc, vc, out, kt, vt, f.out, f.lse, ...(mask ? [mask] : []), ...(mt ? [mt] : []));
+    });
+
+  it('writes zeros for a sequence with no visible key, and for len = 0', async () => {
+    const q = upload(ctx, randn(2 * 2 * 16, 1), [2, 1, 2, 16]);
+    const kc = upload(ctx, randn(2 * 10 * 2 * 16, 2), [2, 10, 2, 16]);
+    const mask = upload(ctx, [...Array(10).fill(0), ...Array(10).fill(1)], [2, 10], 'u32');
+    for (const len of [0, 10]) {
+      const out = empty(ctx, [2, 1, 2, 16]);
+      poison(ctx, out);
+      attentionDecode(ctx, q, kc, kc, len, { keyMask: mask, out, chunk: 4 });
+      const got = await download(ctx, out);
+      expect(Array.from(got.slice(0, 32))).toEqual(Array(32).fill(0));
+      if (len) expect(got.slice(32).every((x) => Number.isFinite(x) && x !== 0)).toBe(true);
+      release(ctx, out);
+    }
+    release(ctx, q, kc, mask);
+  });
+
+  it('throws ShapeError naming the shapes', () => {
+    const q = empty(ctx, [1, 1, 4, 16]);
+    const kc = empty(ctx, [1, 8, 2, 16]);
+    expect(() => attentionDecode(ctx, q, kc, kc, 9)).toThrow(ShapeError);
+    expect(() => attentionDecode(ctx, q, kc, kc, 9)).toThrow(/f32\[1, 8, 2, 16\]/);
+    expect(() => attentionDecode(ctx, empty(ctx, [1, 2, 4, 16]), kc, kc, 4)).toThrow(/\[B, 1, Hq, D\]/);
+    expect(() => attentionDecode(ctx, q, empty(ctx, [1, 8, 3, 16]), empty(ctx, [1, 8, 3, 16]), 4)).toThrow(/divide/);
+    release(ctx, q, kc);
+  });
+});

@@ -1,0 +1,215 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createContext, type Context } from '../../context';
+import type { DType } from '../../dtype';
+import { ShapeError } from '../../errors';
+import { download, empty, poison, release, upload, type DeviceTensor } from '../../tensor';
+import { dot, finiteDiff, randn, relErr } from '../../testing';
+import { refAttention, refAttentionBackward, refAttentionUnfused, type RefDims, type RefOpts } from './attention.ref';
+import { flashAttention, flashAttentionBackward } from './flash';
+import type { AttentionTiles } from './tiles';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+interface Case extends RefDims {
+  causal?: boolean;
+  qOffset?: number;
+  /** 'none' | a mask kind */
+  mask?: 'i32' | 'u32';
+  dtype?: DType;
+  scale?: number;
+  tiles?: AttentionTiles;
+  seed?: number;
+}
+
+function makeMask(c: { B: number; S: number }): Int32Array {
+  // Some masked keys in every sequence; sequence 1 (if any) masks its first keys, like left padding.
+  const m = new Int32Array(c.B * c.S);
+  for (let b = 0; b < c.B; b++)
+    for (let s = 0; s < c.S; s++) m[b * c.S + s] = b === 1 ? (s < Math.min(3, c.S - 1) ? 0 : 1) : (s * 7 + 3) % 5 === 0 ? 0 : 1;
+  return m;
+}
+
+interface Setup {
+  q: DeviceTensor;
+  k: DeviceTensor;
+  v: DeviceTensor;
+  mask?: DeviceTensor;
+  qv: Float64Array;
+  kv: Float64Array;
+  vv: Float64Array;
+  mv?: Int32Array;
+  opts: RefOpts;
+}
+
+async function setup(c: Case): Promise<Setup> {
+  const seed = c.seed ?? c.T * 131 + c.S * 17 + c.D;
+  const dt = c.dtype ?? 'f32';
+  const q = upload(ctx, randn(c.B * c.T * c.Hq * c.D, seed), [c.B, c.T, c.Hq, c.D], dt);
+  const k = upload(ctx, randn(c.B * c.S * c.Hkv * c.D, seed + 1), [c.B, c.S, c.Hkv, c.D], dt);
+  const v = upload(ctx, randn(c.B * c.S * c.Hkv * c.D, seed + 2), [c.B, c.S, c.Hkv, c.D], dt);
+  const mv = c.mask ? makeMask(c) : undefined;
+  const mask = mv ? upload(ctx, mv, [c.B, c.S], c.mask) : undefined;
+  const qv = Float64Array.from(await download(ctx, q));
+  const kv = Float64Array.from(await download(ctx, k));
+  const vv = Float64Array.from(await download(ctx, v));
+  const opts: RefOpts = {
+    causal: c.causal ?? true,
+    scale: c.scale ?? 1 / Math.sqrt(c.D),
+    qOffset: c.qOffset ?? c.S - c.T,
+    mask: mv,
+  };
+  return { q, k, v, mask, qv, kv, vv, mv, opts };
+}
+
+function apiOpts(c: Case, st: Setup) {
+  return { causal: c.causal, qOffset: c.qOffset, keyMask: st.mask, scale: c.scale, tiles: c.tiles };
+}
+
+function expectLse(got: ArrayLike<number>, want: ArrayLike<number>): void {
+  let bad = 0;
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) {
+    const w = want[i]!;
+    const g = got[i]!;
+    if (w === -Infinity) {
+      if (g !== -Infinity) bad++;
+    } else if (!Number.isFinite(g)) bad++;
+    else worst = Math.max(worst, Math.abs(g - w));
+  }
+  expect(bad).toBe(0);
+  expect(worst).toBeLessThan(1e-4);
+}
+
+const name = (c: Case) =>
+  `B${c.B} T${c.T} S${c.S} Hq${c.Hq} Hkv${c.Hkv} D${c.D}${c.causal === false ? ' non-causal' : ''}` +
+  `${c.qOffset !== undefined ? ` qOffset${c.qOffset}` : ''}${c.mask ? ` mask:${c.mask}` : ''}${c.dtype ? ` ${c.dtype}` : ''}` +
+  `${c.tiles ? ` tiles ${JSON.stringify(c.tiles)}` : ''}`;
+
+// Few distinct pipelines (each costs seconds of LLVM time on lavapipe): u32 masks share the no-mask pipeline.
+const FWD_CASES: Case[] = [
+  { B: 2, T: 16, S: 16, Hq: 2, Hkv: 2, D: 16 },
+  { B: 1, T: 1, S: 1, Hq: 1, Hkv: 1, D: 16 },
+  { B: 2, T: 33, S: 33, Hq: 4, Hkv: 2, D: 64, mask: 'u32' },
+  { B: 2, T: 5, S: 37, Hq: 4, Hkv: 1, D: 80 },
+  { B: 1, T: 64, S: 64, Hq: 2, Hkv: 1, D: 64, causal: false, mask: 'u32' },
+  { B: 1, T: 1, S: 20, Hq: 4, Hkv: 4, D: 16 },
+  { B: 1, T: 16, S: 16, Hq: 2, Hkv: 1, D: 16, qOffset: -3 },
+  { B: 2, T: 9, S: 23, Hq: 2, Hkv: 2, D: 16, qOffset: 4, mask: 'i32' },
+  { B: 1, T: 12, S: 12, Hq: 2, Hkv: 1, D: 64, scale: 0.3 },
+  { B: 2, T: 9, S: 23, Hq: 2, Hkv: 1, D: 13, qOffset: 4, mask: 'u32', dtype: 'f16' },
+  { B: 1, T: 17, S: 17, Hq: 2, Hkv: 2, D: 16, dtype: 'bf16' },
+];
+
+describe('flashAttention forward', () => {
+  for (const c of FWD_CASES)
+    it(name(c), async () => {
+      const st = await setup(c);
+      const out = empty(ctx, [c.B, c.T, c.Hq, c.D]);
+      const lse = empty(ctx, [c.B, c.Hq, c.T]);
+      poison(ctx, out);
+      poison(ctx, lse);
+      flashAttention(ctx, st.q, st.k, st.v, { ...apiOpts(c, st), out, lse });
+      const got = await download(ctx, out);
+      const gotL = await download(ctx, lse);
+      const ref = refAttention(c, st.opts, st.qv, st.kv, st.vv);
+      expect(relErr(got, ref.out)).toBeLessThan(2e-6);
+      expect(relErr(got, refAttentionUnfused(c, st.opts, st.qv, st.kv, st.vv))).toBeLessThan(2e-6);
+      expectLse(gotL, ref.lse);
+      release(ctx, st.q, st.k, st.v, out, lse, ...(st.mask ? [st.mask] : []));
+    });
+});
+
+describe('attention reference backward', () => {
+  for (const c of [
+    { B: 2, T: 5, S: 7, Hq: 2, Hkv: 1, D: 4, qOffset: 1, mask: true, causal: true },
+    { B: 1, T: 4, S: 6, Hq: 2, Hkv: 2, D: 3, qOffset: 0, mask: false, causal: false },
+  ])
+    it(`matches finite differences of the float64 forward (causal ${c.causal}, mask ${c.mask})`, () => {
+      const o: RefOpts = { causal: c.causal, scale: 0.7, qOffset: c.qOffset, mask: c.mask ? makeMask(c) : undefined };
+      const q = randn(c.B * c.T * c.Hq * c.D, 5);
+      const k = randn(c.B * c.S * c.Hkv * c.D, 6);
+      const v = randn(c.B * c.S * c.Hkv * c.D, 7);
+      const w = randn(q.length, 8);
+      const g = refAttentionBackward(c, o, q, k, v, w);
+      const fq = finiteDiff((x) => dot(refAttention(c, o, x, k, v).out, w), q);
+      const fk = finiteDiff((x) => dot(refAttention(c, o, q, x, v).out, w), k);
+      const fv = finiteDiff((x) => dot(refAttention(c, o, q, k, x).out, w), v);
+      expect(relErr(g.dq, fq)).toBeLessThan(1e-6);
+      expect(relErr(g.dk, fk)).toBeLessThan(1e-6);
+      expect(relErr(g.dv, fv)).toBeLessThan(1e-6);
+    });
+});
+
+const BWD_CASES: (Case & { doutType?: DType })[] = [
+  { B: 1, T: 16, S: 16, Hq: 2, Hkv: 2, D: 16 },
+  { B: 2, T: 33, S: 33, Hq: 4, Hkv: 1, D: 64, mask: 'u32' },
+  { B: 1, T: 5, S: 37, Hq: 4, Hkv: 2, D: 80 },
+  { B: 1, T: 64, S: 64, Hq: 2, Hkv: 1, D: 64, causal: false, mask: 'u32' },
+  { B: 2, T: 1, S: 9, Hq: 2, Hkv: 1, D: 16 },
+  { B: 1, T: 16, S: 16, Hq: 2, Hkv: 1, D: 16, qOffset: -3 },
+  { B: 2, T: 16, S: 40, Hq: 4, Hkv: 2, D: 80, mask: 'u32' },
+  { B: 2, T: 9, S: 23, Hq: 2, Hkv: 1, D: 13, qOffset: 4, mask: 'u32', dtype: 'f16', doutType: 'bf16' },
+];
+
+describe('flashAttention backward', () => {
+  for (const c of BWD_CASES)
+    it(name(c) + (c.doutType ? ` dout:${c.doutType}` : ''), async () => {
+      const st = await setup(c);
+      const dOut = upload(ctx, randn(c.B * c.T * c.Hq * c.D, 99), [c.B, c.T, c.Hq, c.D], c.doutType ?? 'f32');
+      const dov = Float64Array.from(await download(ctx, dOut));
+      const { out, lse } = flashAttention(ctx, st.q, st.k, st.v, apiOpts(c, st));
+      const dq = empty(ctx, st.q.shape);
+      const dk = empty(ctx, st.k.shape);
+      const dv = empty(ctx, st.v.shape);
+      for (const t of [dq, dk, dv]) poison(ctx, t);
+      flashAttentionBackward(ctx, dOut, st.q, st.k, st.v, out, lse, { ...apiOpts(c, st), dq, dk, dv });
+      const ref = refAttentionBackward(c, st.opts, st.qv, st.kv, st.vv, dov);
+      expect(relErr(await download(ctx, dq), ref.dq)).toBeLessThan(1e-5);
+      expect(relErr(await download(ctx, dk), ref.dk)).toBeLessThan(1e-5);
+      expect(relErr(await download(ctx, dv), ref.dv)).toBeLessThan(1e-5);
+      release(ctx, st.q, st.k, st.v, out, lse, dOut, dq, dk, dv, ...(st.mask ? [st.mask] : []));
+    });
+
+  it('is deterministic: two runs are bit-identical', async () => {
+    const c: Case = { B: 2, T: 40, S: 40, Hq: 4, Hkv: 1, D: 64, mask: 'u32' };
+    const st = await setup(c);
+    const dOut = upload(ctx, randn(c.B * c.T * c.Hq * c.D, 3), [c.B, c.T, c.Hq, c.D]);
+    const { out, lse } = flashAttention(ctx, st.q, st.k, st.v, apiOpts(c, st));
+    const runs: Uint32Array[][] = [];
+    for (let r = 0; r < 2; r++) {
+      const g = flashAttentionBackward(ctx, dOut, st.q, st.k, st.v, out, lse, apiOpts(c, st));
+      runs.push([]);
+      for (const t of [g.dq, g.dk, g.dv]) {
+        runs[r]!.push(new Uint32Array(await ctx.read(t.buffer, t.shape.reduce((a, b) => a * b, 4))));
+        release(ctx, t);
+      }
+    }
+    for (let i = 0; i < 3; i++) expect(Buffer.compare(Buffer.from(runs[0]![i]!.buffer), Buffer.from(runs[1]![i]!.buffer))).toBe(0);
+    release(ctx, st.q, st.k, st.v, out, lse, dOut, st.mask!);
+  });
+});
+
+describe('flashAttention validation', () => {
+  it('throws ShapeError naming the shapes', () => {
+    const q = empty(ctx, [1, 4, 4, 16]);
+    const k = empty(ctx, [1, 4, 3, 16]);
+    const k2 = empty(ctx, [1, 4, 2, 8]);
+    const k3 = empty(ctx, [1, 4, 2, 16]);
+    const m = empty(ctx, [1, 5], 'i32');
+    const mf = empty(ctx, [1, 4], 'f32');
+    expect(() => flashAttention(ctx, q, k, k)).toThrow(ShapeError);
+    expect(() => flashAttention(ctx, q, k, k)).toThrow(/f32\[1, 4, 3, 16\]/);
+    expect(() => flashAttention(ctx, q, k2, k2)).toThrow(/head dim/);
+    expect(() => flashAttention(ctx, q, k3, k)).toThrow(/same shape/);
+    expect(() => flashAttention(ctx, q, k3, k3, { keyMask: m })).toThrow(/keyMask i32\[1, 5\]/);
+    expect(() => flashAttention(ctx, q, k3, k3, { keyMask: mf })).toThrow(ShapeError);
+    expect(() => flashAttention(ctx, empty(ctx, [4, 4, 16]), k3, k3)).toThrow(ShapeError);
+    const { out, lse } = flashAttention(ctx, q, k3, k3);
+    expect(() => flashAttentionBackward(ctx, k3, q, k3, k3, out, lse)).toThrow(/dOut f32\[1, 4, 2, 16\]/);
+    release(ctx, q, k, k2, k3, m, mf, out, lse);
+  });
+});

@@ -1,0 +1,266 @@
+import fwdWgsl from '../../../../../shaders/attention-fwd.wgsl';
+import preWgsl from '../../../../../shaders/attention-bwd-pre.wgsl';
+import dkdvWgsl from '../../../../../shaders/attention-bwd-dkdv.wgsl';
+import dqWgsl from '../../../../../shaders/attention-bwd-dq.wgsl';
+import type { Context } from '../../context';
+import { ConfigError, ShapeError } from '../../errors';
+import { grid1d } from '../../grid';
+import type { KernelDef, ParamSpec } from '../../kernel';
+import { empty, type DeviceTensor } from '../../tensor';
+import {
+  attnDims,
+  checkFits,
+  checkFloat,
+  checkOut,
+  dummyBuffer,
+  fmt,
+  resolveScale,
+  rowLayout,
+  specialize,
+  type AttentionOptions,
+  type AttnDims,
+} from './common';
+import { attentionTiles, checkTiles, type AttentionTiles } from './tiles';
+
+const LOG2E = Math.LOG2E;
+
+/** Options of {@link flashAttention}. */
+export interface FlashAttentionOptions extends AttentionOptions {
+  /** Output `f32 [B, T, Hq, D]` to write into. */
+  out?: DeviceTensor;
+  /** Logsumexp output `f32 [B, Hq, T]` to write into. */
+  lse?: DeviceTensor;
+  /** Override the tile sizes (tuning; default {@link attentionTiles}). */
+  tiles?: AttentionTiles;
+}
+
+/** Options of {@link flashAttentionBackward}. */
+export interface FlashAttentionBackwardOptions extends AttentionOptions {
+  /** Gradient outputs to write into: dq `f32 [B, T, Hq, D]`, dk and dv `f32 [B, S, Hkv, D]`. */
+  dq?: DeviceTensor;
+  dk?: DeviceTensor;
+  dv?: DeviceTensor;
+  /** Override the tile sizes (tuning; default {@link attentionTiles}). */
+  tiles?: AttentionTiles;
+}
+
+/** Result of {@link flashAttention}. */
+export interface FlashAttentionResult {
+  /** `f32 [B, T, Hq, D]`. */
+  out: DeviceTensor;
+  /** Natural-log logsumexp of each row's scaled, masked scores, `f32 [B, Hq, T]` (-inf for a row with no
+   *  visible key); the backward needs it. */
+  lse: DeviceTensor;
+}
+
+/** Result of {@link flashAttentionBackward}: f32 gradients shaped like q, k and v. */
+export interface FlashAttentionGrads {
+  dq: DeviceTensor;
+  dk: DeviceTensor;
+  dv: DeviceTensor;
+}
+
+const codeCache = new Map<string, string>();
+function code(key: string, src: string, consts: Record<string, number>): string {
+  let c = codeCache.get(key);
+  if (c === undefined) codeCache.set(key, (c = specialize(src, consts)));
+  return c;
+}
+
+function fwdConsts(D: number, br: number, bc: number): Record<string, number> {
+  const { DV, DS } = rowLayout(D);
+  const TR = br / 4;
+  const TC = bc / 4;
+  return { D, DV, DS, BR: br, BC: bc, TR, TC, DC: Math.ceil(DV / TC), PS: TR + 1, NT: TR * TC, NKL: Math.ceil((bc * DV) / (TR * TC)), NKM: Math.ceil(bc / (TR * TC)) };
+}
+
+function dkdvConsts(D: number, bc: number, br: number): Record<string, number> {
+  const { DV, DS } = rowLayout(D);
+  const TK = bc / 4;
+  const TQ = br / 4;
+  const NT = TK * TQ;
+  return { D, DV, DS, BC: bc, BR: br, TK, TQ, DC: Math.ceil(DV / TQ), PS: TK + 1, NT, NQL: Math.ceil((br * DV) / NT), NQM: Math.ceil(br / NT) };
+}
+
+function dqConsts(D: number, br: number, bc: number): Record<string, number> {
+  const { DV, DS } = rowLayout(D);
+  const TR = br / 4;
+  const TC = bc / 4;
+  const NT = TR * TC;
+  return { D, DV, DS, BR: br, BC: bc, TR, TC, DC: Math.ceil(DV / TC), PS: TR + 1, NT, NKL: Math.ceil((bc * DV) / NT), NKM: Math.ceil(bc / NT) };
+}
+
+interface Resolved {
+  dims: AttnDims;
+  causal: boolean;
+  scale: number;
+  qOffset: number;
+  tiles: AttentionTiles;
+}
+
+function resolve(ctx: Context, q: DeviceTensor, k: DeviceTensor, v: DeviceTensor, opts: AttentionOptions & { tiles?: AttentionTiles }): Resolved {
+  const dims = attnDims(ctx, q, k, v, opts.keyMask);
+  const causal = opts.causal ?? true;
+  const qOffset = opts.qOffset ?? dims.S - dims.T;
+  if (!Number.isInteger(qOffset) || Math.abs(qOffset) > 2 ** 30)
+    throw new ConfigError(`attention: qOffset must be an integer, got ${opts.qOffset}`);
+  const tiles = opts.tiles ?? attentionTiles(ctx, dims.D);
+  if (opts.tiles) checkTiles(ctx, dims.D, opts.tiles);
+  return { dims, causal, scale: resolveScale(dims.D, opts.scale), qOffset, tiles };
+}
+
+const FWD_PARAMS: ParamSpec[] = ['u32:T', 'u32:S', 'u32:Hq', 'u32:Hkv', 'u32:G', 'i32:qOffset', 'u32:causal', 'u32:hasMask', 'f32:scale2'];
+const BWD_PARAMS: ParamSpec[] = [
+  'u32:T',
+  'u32:S',
+  'u32:Hq',
+  'u32:Hkv',
+  'u32:G',
+  'i32:qOffset',
+  'u32:causal',
+  'u32:hasMask',
+  'f32:scale',
+  'f32:scale2',
+];
+
+/**
+ * Fused causal scaled-dot-product attention, forward (FlashAttention style: K/V tiles staged in workgroup
+ * memory, online softmax; the [T, S] score matrix is never materialised).
+ *
+ * `q` is `[B, T, Hq, D]`, `k` and `v` are `[B, S, Hkv, D]` (f32, f16 or bf16 storage, f32 math), with `Hkv`
+ * dividing `Hq` (grouped-query attention: query head h reads kv head `h / (Hq / Hkv)`), `D <= 256`.
+ * Returns `out = softmax(scale * q k^T + mask) v` as `f32 [B, T, Hq, D]` and the row logsumexp
+ * `lse` `f32 [B, Hq, T]` that {@link flashAttentionBackward} takes. See {@link AttentionOptions} for the
+ * causal alignment (`qOffset`) and the key padding mask; a row with no visible key outputs zeros.
+ * @throws ShapeError when shapes or dtypes do not fit.
+ */
+export function flashAttention(
+  ctx: Context,
+  q: DeviceTensor,
+  k: DeviceTensor,
+  v: DeviceTensor,
+  opts: FlashAttentionOptions = {},
+): FlashAttentionResult {
+  const r = resolve(ctx, q, k, v, opts);
+  const { B, T, S, Hq, Hkv, G, D } = r.dims;
+  checkOut('out', opts.out, [B, T, Hq, D]);
+  checkOut('lse', opts.lse, [B, Hq, T]);
+  const out = opts.out ?? empty(ctx, [B, T, Hq, D]);
+  const lse = opts.lse ?? empty(ctx, [B, Hq, T]);
+  if (B * T * Hq === 0) return { out, lse };
+  const [br, bc] = r.tiles.fwd;
+  const mask = opts.keyMask;
+  const def: KernelDef = {
+    name: `attention_fwd_d${D}_${br}x${bc}`,
+    code: code(`fwd${D}_${br}_${bc}`, fwdWgsl, fwdConsts(D, br, bc)),
+    bindings: [
+      { name: 'q', access: 'read', dtype: q.dtype },
+      { name: 'k', access: 'read', dtype: k.dtype },
+      { name: 'v', access: 'read', dtype: v.dtype },
+      { name: 'mask', access: 'read', dtype: mask?.dtype ?? 'u32' },
+      { name: 'o', access: 'rw', dtype: 'f32' },
+      { name: 'lse', access: 'rw', dtype: 'f32' },
+    ],
+    params: FWD_PARAMS,
+  };
+  ctx.dispatch(
+    ctx.kernel(def),
+    [q.buffer, k.buffer, v.buffer, mask?.buffer ?? dummyBuffer(ctx), out.buffer, lse.buffer],
+    [Math.ceil(T / br), Hq, B],
+    [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, mask ? 1 : 0, r.scale * LOG2E],
+  );
+  return { out, lse };
+}
+
+/**
+ * Backward of {@link flashAttention} (FlashAttention-2): given `dOut` (`[B, T, Hq, D]`, any float dtype), the
+ * forward's inputs, its output `out` and logsumexp `lse`, returns f32 `dq`, `dk`, `dv`. Three dispatches:
+ * `delta = rowsum(dOut * out)`, one pass over K/V blocks (dK, dV; with grouped-query attention each kv head
+ * sums over its q heads inside the loop) and one over Q blocks (dQ). Deterministic: no atomics, each output
+ * element written once by one thread with a fixed summation order, so repeated runs are bit-identical.
+ * Pass the same options (causal, scale, qOffset, keyMask) as to the forward.
+ * @throws ShapeError when shapes or dtypes do not fit.
+ */
+export function flashAttentionBackward(
+  ctx: Context,
+  dOut: DeviceTensor,
+  q: DeviceTensor,
+  k: DeviceTensor,
+  v: DeviceTensor,
+  out: DeviceTensor,
+  lse: DeviceTensor,
+  opts: FlashAttentionBackwardOptions = {},
+): FlashAttentionGrads {
+  const r = resolve(ctx, q, k, v, opts);
+  const { B, T, S, Hq, Hkv, G, D } = r.dims;
+  for (const [w, t] of [['dOut', dOut], ['out', out]] as const) {
+    checkFloat(w, t);
+    if (t.shape.length !== 4 || t.shape.some((d, i) => d !== q.shape[i]))
+      throw new ShapeError(`attention backward: ${w} ${fmt(t)} must have q's shape [${q.shape.join(', ')}]`);
+    checkFits(ctx, w, t);
+  }
+  if (lse.dtype !== 'f32' || lse.shape.length !== 3 || lse.shape[0] !== B || lse.shape[1] !== Hq || lse.shape[2] !== T)
+    throw new ShapeError(`attention backward: lse ${fmt(lse)} must be f32[${B}, ${Hq}, ${T}]`);
+  checkOut('dq', opts.dq, q.shape);
+  checkOut('dk', opts.dk, k.shape);
+  checkOut('dv', opts.dv, v.shape);
+  const dq = opts.dq ?? empty(ctx, q.shape);
+  const dk = opts.dk ?? empty(ctx, k.shape);
+  const dv = opts.dv ?? empty(ctx, v.shape);
+  if (B * S * Hkv === 0 && B * T * Hq === 0) return { dq, dk, dv };
+  const mask = opts.keyMask;
+  const maskBuf = mask?.buffer ?? dummyBuffer(ctx);
+  const maskDt = mask?.dtype ?? 'u32';
+  const params = [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, mask ? 1 : 0, r.scale, r.scale * LOG2E];
+
+  const delta = empty(ctx, [B, Hq, T]);
+  const rows = B * T * Hq;
+  if (rows > 0) {
+    const g = grid1d(rows * 16, 256);
+    const pre = ctx.kernel({
+      name: 'attention_bwd_pre',
+      code: preWgsl,
+      bindings: [
+        { name: 'dout', access: 'read', dtype: dOut.dtype },
+        { name: 'out', access: 'read', dtype: out.dtype },
+        { name: 'delta', access: 'rw', dtype: 'f32' },
+      ],
+      params: ['u32:rows', 'u32:T', 'u32:Hq', 'u32:D', 'u32:row'],
+    });
+    ctx.dispatch(pre, [dOut.buffer, out.buffer, delta.buffer], g.wg, [rows, T, Hq, D, g.row]);
+  }
+
+  const inputs = [
+    { name: 'q', access: 'read', dtype: q.dtype },
+    { name: 'k', access: 'read', dtype: k.dtype },
+    { name: 'v', access: 'read', dtype: v.dtype },
+    { name: 'dout', access: 'read', dtype: dOut.dtype },
+    { name: 'lse', access: 'read', dtype: 'f32' },
+    { name: 'delta', access: 'read', dtype: 'f32' },
+    { name: 'mask', access: 'read', dtype: maskDt },
+  ] as const;
+  const inBufs = [q.buffer, k.buffer, v.buffer, dOut.buffer, lse.buffer, delta.buffer, maskBuf];
+
+  if (B * S * Hkv > 0) {
+    const [bc, br] = r.tiles.dkdv;
+    const kdkdv = ctx.kernel({
+      name: `attention_bwd_dkdv_d${D}_${bc}x${br}`,
+      code: code(`dkdv${D}_${bc}_${br}`, dkdvWgsl, dkdvConsts(D, bc, br)),
+      bindings: [...inputs, { name: 'dk_out', access: 'rw', dtype: 'f32' }, { name: 'dv_out', access: 'rw', dtype: 'f32' }],
+      params: BWD_PARAMS,
+    });
+    ctx.dispatch(kdkdv, [...inBufs, dk.buffer, dv.buffer], [Math.ceil(S / bc), Hkv, B], params);
+  }
+  if (rows > 0) {
+    const [br, bc] = r.tiles.dq;
+    const kdq = ctx.kernel({
+      name: `attention_bwd_dq_d${D}_${br}x${bc}`,
+      code: code(`dq${D}_${br}_${bc}`, dqWgsl, dqConsts(D, br, bc)),
+      bindings: [...inputs, { name: 'dq_out', access: 'rw', dtype: 'f32' }],
+      params: BWD_PARAMS,
+    });
+    ctx.dispatch(kdq, [...inBufs, dq.buffer], [Math.ceil(T / br), Hq, B], params);
+  }
+  ctx.release(delta.buffer);
+  return { dq, dk, dv };
+}

@@ -1,0 +1,227 @@
+import binaryWgsl from '../../../../../shaders/binary.wgsl';
+import fillWgsl from '../../../../../shaders/fill.wgsl';
+import unaryWgsl from '../../../../../shaders/unary.wgsl';
+import type { Context } from '../../context';
+import { f32ToBf16Bits, f32ToF16Bits, type DType } from '../../dtype';
+import { ShapeError } from '../../errors';
+import { grid1d } from '../../grid';
+import { checkShape, empty, numel, type DeviceTensor } from '../../tensor';
+import {
+  assertFloat,
+  broadcastShapes,
+  broadcastStrides,
+  cachedKernel,
+  checkOut,
+  coalesce,
+  fmtShape,
+  MAX_RANK,
+  padRank,
+} from './util';
+
+/** Elementwise unary ops (`scale` multiplies by a scalar, `addScalar` adds one; `gelu` is the tanh form). */
+export const UNARY_OPS = [
+  'neg',
+  'exp',
+  'log',
+  'sqrt',
+  'rsqrt',
+  'abs',
+  'relu',
+  'gelu',
+  'silu',
+  'sigmoid',
+  'tanh',
+  'square',
+  'scale',
+  'addScalar',
+] as const;
+export type UnaryOp = (typeof UNARY_OPS)[number];
+
+/** Elementwise binary ops with NumPy broadcasting (`pow` follows NumPy: negative bases need integral exponents). */
+export const BINARY_OPS = ['add', 'sub', 'mul', 'div', 'max', 'min', 'pow'] as const;
+export type BinaryOp = (typeof BINARY_OPS)[number];
+
+/** Options of the elementwise ops. */
+export interface ElementwiseOptions {
+  /** Write into this f32 tensor (of the result's shape) instead of a new one. It must not be an input. */
+  out?: DeviceTensor;
+}
+
+/**
+ * `y = f(x)` elementwise, in f32, for any float input dtype; the result is a new f32 tensor (or `opts.out`).
+ * `scalar` is the factor of `scale` and the addend of `addScalar` (ignored by the others).
+ */
+export function unary(ctx: Context, op: UnaryOp, x: DeviceTensor, scalar = 0, opts: ElementwiseOptions = {}): DeviceTensor {
+  const code = UNARY_OPS.indexOf(op);
+  if (code < 0) throw new ShapeError(`unknown unary op '${op}' (expected one of ${UNARY_OPS.join(', ')})`);
+  assertFloat(x, op);
+  const y = opts.out ?? empty(ctx, x.shape);
+  if (opts.out) checkOut(opts.out, x.shape, op, 'f32', [x]);
+  const n = numel(x.shape);
+  const k = cachedKernel(ctx, `unary:${code}:${x.dtype}`, () => ({
+    name: 'unary',
+    code: unaryWgsl,
+    bindings: [
+      { name: 'x', access: 'read', dtype: x.dtype },
+      { name: 'y', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:n', 'u32:row', 'f32:alpha'],
+    constants: { OP: code },
+  }));
+  const { wg, row } = grid1d(n, 256);
+  ctx.dispatch(k, [x.buffer, y.buffer], n ? wg : 0, [n, row, scalar]);
+  return y;
+}
+
+/** `-x` */
+export const neg = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'neg', x, 0, opts);
+/** `e^x` */
+export const exp = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'exp', x, 0, opts);
+/** natural logarithm */
+export const log = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'log', x, 0, opts);
+/** square root */
+export const sqrt = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'sqrt', x, 0, opts);
+/** `1 / sqrt(x)` */
+export const rsqrt = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'rsqrt', x, 0, opts);
+/** `|x|` */
+export const abs = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'abs', x, 0, opts);
+/** `max(x, 0)` */
+export const relu = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'relu', x, 0, opts);
+/** GELU, tanh approximation (PyTorch `approximate='tanh'`, HF `gelu_pytorch_tanh`). */
+export const gelu = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'gelu', x, 0, opts);
+/** `x * sigmoid(x)` */
+export const silu = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'silu', x, 0, opts);
+/** `1 / (1 + e^-x)` */
+export const sigmoid = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
+  unary(ctx, 'sigmoid', x, 0, opts);
+/** hyperbolic tangent */
+export const tanh = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'tanh', x, 0, opts);
+/** `x * x` */
+export const square = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'square', x, 0, opts);
+/** `s * x` */
+export const scale = (ctx: Context, x: DeviceTensor, s: number, opts?: ElementwiseOptions): DeviceTensor =>
+  unary(ctx, 'scale', x, s, opts);
+/** `x + s` */
+export const addScalar = (ctx: Context, x: DeviceTensor, s: number, opts?: ElementwiseOptions): DeviceTensor =>
+  unary(ctx, 'addScalar', x, s, opts);
+
+/**
+ * `y = f(a, b)` elementwise with NumPy broadcasting of any two shapes, in f32, for any float input dtypes; the
+ * result is a new f32 tensor of the broadcast shape (or `opts.out`). After merging dims that are contiguous in
+ * both inputs at most 6 may remain.
+ */
+export function binary(ctx: Context, op: BinaryOp, a: DeviceTensor, b: DeviceTensor, opts: ElementwiseOptions = {}): DeviceTensor {
+  const code = BINARY_OPS.indexOf(op);
+  if (code < 0) throw new ShapeError(`unknown binary op '${op}' (expected one of ${BINARY_OPS.join(', ')})`);
+  assertFloat(a, op, 'a');
+  assertFloat(b, op, 'b');
+  const shape = broadcastShapes(a.shape, b.shape);
+  const y = opts.out ?? empty(ctx, shape);
+  if (opts.out) checkOut(opts.out, shape, op, 'f32', [a, b]);
+  const n = numel(shape);
+  const c = coalesce(shape, [broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape)]);
+  if (c.dims.length > MAX_RANK)
+    throw new ShapeError(
+      `${op}: broadcasting ${fmtShape(a.shape)} with ${fmtShape(b.shape)} needs ${c.dims.length} dims; at most ${MAX_RANK} are supported`,
+    );
+  const rank = c.dims.length;
+  const pr = padRank(c.dims, c.strides);
+  const k = cachedKernel(ctx, `binary:${code}:${rank}:${a.dtype}:${b.dtype}`, () => ({
+    name: 'binary',
+    code: binaryWgsl,
+    bindings: [
+      { name: 'a', access: 'read', dtype: a.dtype },
+      { name: 'b', access: 'read', dtype: b.dtype },
+      { name: 'y', access: 'rw', dtype: 'f32' },
+    ],
+    params: BINARY_PARAMS,
+    constants: { OP: code, RANK: rank },
+  }));
+  const { wg, row } = grid1d(n, 256);
+  ctx.dispatch(k, [a.buffer, b.buffer, y.buffer], n ? wg : 0, [n, row, ...pr.dims, ...pr.strides[0]!, ...pr.strides[1]!]);
+  return y;
+}
+
+const BINARY_PARAMS = [
+  'u32:n',
+  'u32:row',
+  ...[0, 1, 2, 3, 4, 5].map((i) => `u32:d${i}` as const),
+  ...[0, 1, 2, 3, 4, 5].map((i) => `u32:sa${i}` as const),
+  ...[0, 1, 2, 3, 4, 5].map((i) => `u32:sb${i}` as const),
+] as const;
+
+/** `a + b` (broadcasting) */
+export const add = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
+  binary(ctx, 'add', a, b, opts);
+/** `a - b` (broadcasting) */
+export const sub = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
+  binary(ctx, 'sub', a, b, opts);
+/** `a * b` (broadcasting) */
+export const mul = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
+  binary(ctx, 'mul', a, b, opts);
+/** `a / b` (broadcasting) */
+export const div = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
+  binary(ctx, 'div', a, b, opts);
+/** elementwise maximum (broadcasting) */
+export const maximum = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
+  binary(ctx, 'max', a, b, opts);
+/** elementwise minimum (broadcasting) */
+export const minimum = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
+  binary(ctx, 'min', a, b, opts);
+/** `a ** b` (broadcasting) */
+export const pow = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
+  binary(ctx, 'pow', a, b, opts);
+
+function fillWord(value: number, dtype: DType): number {
+  switch (dtype) {
+    case 'f32':
+      return new Uint32Array(Float32Array.of(value).buffer)[0]!;
+    case 'f16':
+      return (f32ToF16Bits(value) * 0x10001) >>> 0;
+    case 'bf16':
+      return (f32ToBf16Bits(value) * 0x10001) >>> 0;
+    case 'i32':
+    case 'u32':
+      if (!Number.isInteger(value)) throw new ShapeError(`fill: ${value} is not an integer for dtype ${dtype}`);
+      return value >>> 0;
+  }
+}
+
+function fillKernel(ctx: Context, entry: 'main' | 'arange', int: boolean) {
+  return cachedKernel(ctx, `fill:${entry}:${int}`, () => ({
+    name: 'fill',
+    code: fillWgsl,
+    entryPoint: entry,
+    bindings: [{ name: 'y', access: 'rw', dtype: 'u32' }],
+    params: ['u32:n', 'u32:row', 'u32:word', 'u32:word2'],
+    constants: { INT: int ? 1 : 0 },
+  }));
+}
+
+/** A tensor of `shape` and `dtype` (default f32) with every element `value` (16-bit dtypes rounded to nearest even). */
+export function fill(ctx: Context, shape: readonly number[], value: number, dtype: DType = 'f32', opts: ElementwiseOptions = {}): DeviceTensor {
+  checkShape(shape);
+  const y = opts.out ?? empty(ctx, shape, dtype);
+  if (opts.out) checkOut(opts.out, shape, 'fill', dtype);
+  const word = fillWord(value, dtype);
+  const words = dtype === 'f16' || dtype === 'bf16' ? Math.ceil(numel(shape) / 2) : numel(shape);
+  const { wg, row } = grid1d(words, 256);
+  ctx.dispatch(fillKernel(ctx, 'main', false), [y.buffer], words ? wg : 0, [words, row, word, 0]);
+  return y;
+}
+
+/** `[start, start + step, ...]`: `n` values as f32 (computed as `start + i * step` in f32) or as i32. */
+export function arange(ctx: Context, n: number, opts: { start?: number; step?: number; dtype?: 'f32' | 'i32'; out?: DeviceTensor } = {}): DeviceTensor {
+  const dtype = opts.dtype ?? 'f32';
+  const start = opts.start ?? 0;
+  const step = opts.step ?? 1;
+  checkShape([n]);
+  const y = opts.out ?? empty(ctx, [n], dtype);
+  if (opts.out) checkOut(opts.out, [n], 'arange', dtype);
+  const int = dtype === 'i32';
+  if (int && !(Number.isInteger(start) && Number.isInteger(step))) throw new ShapeError(`arange: i32 needs integer start and step (got ${start}, ${step})`);
+  const bits = (v: number) => (int ? v >>> 0 : new Uint32Array(Float32Array.of(v).buffer)[0]!);
+  const { wg, row } = grid1d(n, 256);
+  ctx.dispatch(fillKernel(ctx, 'arange', int), [y.buffer], n ? wg : 0, [n, row, bits(start), bits(step)]);
+  return y;
+}

@@ -1,0 +1,230 @@
+import refWgsl from '../../../../../shaders/matmul-ref.wgsl';
+import tiledWgsl from '../../../../../shaders/matmul.wgsl';
+import type { Context } from '../../context';
+import type { GpuBuffer } from '../../buffer-pool';
+import { ShapeError } from '../../errors';
+import { empty, numel, type DeviceTensor } from '../../tensor';
+import { assertFloat, broadcastShapes, cachedKernel, checkBinding, checkOut, fmtShape } from './util';
+
+/** A register-tiled configuration: BM x BN workgroup tile, BK K-slice, TM x TN outputs per thread, and the
+ *  warp's shape over the thread grid (`wtx` thread columns per warp, default min(16, BN / TN)). */
+export interface MatmulTile {
+  bm: number;
+  bn: number;
+  bk: number;
+  tm: number;
+  tn: number;
+  wtx?: number;
+  /** Workgroup order: bands of `gm` tile rows (0 or absent: row-major). */
+  gm?: number;
+}
+
+/**
+ * The numbered matmul variants (llm.c style). `v0` is the plain reference (a thread per output); the others run
+ * `shaders/matmul.wgsl` with the tile below. `auto` picks `MATMUL_DEFAULT`, or `MATMUL_SMALL` when the big tile
+ * would leave the GPU with few workgroups, and `MATMUL_SOFTWARE` on software adapters. The defaults were picked
+ * from `src/bench/bench.ts` runs on an H200 (f32, TFLOP/s at 4096^3 NN / NT / TN): v1 28.8 / 26.9 / 30.7,
+ * v2 36.5 / 33.2 / 29.1, v3 32.1 / 29.7 / 37.9, v4 37.7 / 35.0 / 35.8, v5 25-28 / 25-28.5 / 43.3; tiles with
+ * BK = 16 or 24 ran at about 22 and 128x256 / 256x128 tiles at 28-29 (see the package README).
+ */
+export const MATMUL_VARIANTS = {
+  v0: null,
+  v1: { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 },
+  v2: { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 },
+  v3: { bm: 128, bn: 64, bk: 8, tm: 8, tn: 8, wtx: 8 },
+  v4: { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, gm: 8 },
+  v5: { bm: 128, bn: 64, bk: 8, tm: 8, tn: 8, wtx: 8, gm: 8 },
+} as const satisfies Record<string, MatmulTile | null>;
+export type MatmulVariant = keyof typeof MATMUL_VARIANTS;
+
+/** The variants `auto` uses for large products per layout (NN, NT, TN), and the one for products with few
+ *  output tiles. */
+export const MATMUL_DEFAULT: Readonly<Record<'NN' | 'NT' | 'TN' | 'TT', MatmulVariant>> = { NN: 'v4', NT: 'v4', TN: 'v5', TT: 'v4' };
+export const MATMUL_SMALL: MatmulVariant = 'v1';
+/** The variant `auto` uses on software adapters (lavapipe): as fast there at test sizes, and its pipelines
+ *  compile in tens of milliseconds instead of about a second each. */
+export const MATMUL_SOFTWARE: MatmulVariant = 'v0';
+/** `auto` falls back to MATMUL_SMALL below this many workgroups of the default tile. */
+const MIN_TILES = 264;
+
+/** Options of `matmul`. */
+export interface MatmulOptions {
+  /** A is stored `[..., K, M]` (use A^T). */
+  transA?: boolean;
+  /** B is stored `[..., N, K]` (use B^T): HF Linear weights `[out, in]` give `y = x W^T`. */
+  transB?: boolean;
+  /** Added to every row: `[N]`, any float dtype. */
+  bias?: DeviceTensor;
+  /** Multiplies the product (not the bias or the accumulated C). Default 1. */
+  alpha?: number;
+  /** Add into `out` (`C += ...`) instead of overwriting it; needs `out`. */
+  accumulate?: boolean;
+  /** Write into this f32 tensor of the result's shape. It must not be an input. */
+  out?: DeviceTensor;
+  /** Kernel variant; default `auto`. */
+  variant?: MatmulVariant | 'auto';
+  /** Tuning: run this tile configuration instead of a numbered variant (see `checkTile` for the rules). */
+  tile?: MatmulTile;
+}
+
+const KIND = { f32: 0, f16: 1, bf16: 2 } as const;
+
+/**
+ * Batched matrix product `C[b] = alpha * op(A[b]) @ op(B[b]) (+ bias) (+ C[b] if accumulate)` with f32
+ * accumulation, returning a new f32 tensor `[...batch, M, N]` (or `opts.out`).
+ *
+ * A is `[...batchA, M, K]` (or `[..., K, M]` with `transA`), B is `[...batchB, K, N]` (or `[..., N, K]` with
+ * `transB`); each may be f32, f16 or bf16 (16-bit is decoded in the kernel). The batch shapes broadcast
+ * NumPy-style as long as each side either has the full batch or a batch of one element (then it is reused;
+ * when B is unbatched and A is not transposed, the batch folds into M: one large product).
+ */
+export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: MatmulOptions = {}): DeviceTensor {
+  assertFloat(a, 'matmul', 'A');
+  assertFloat(b, 'matmul', 'B');
+  if (a.shape.length < 2 || b.shape.length < 2)
+    throw new ShapeError(`matmul: A ${fmtShape(a.shape)} and B ${fmtShape(b.shape)} need at least 2 dims each`);
+  const transA = !!opts.transA;
+  const transB = !!opts.transB;
+  const ra = a.shape.length;
+  const rb = b.shape.length;
+  const M = a.shape[transA ? ra - 1 : ra - 2]!;
+  const K = a.shape[transA ? ra - 2 : ra - 1]!;
+  const Kb = b.shape[transB ? rb - 1 : rb - 2]!;
+  const N = b.shape[transB ? rb - 2 : rb - 1]!;
+  const desc = () =>
+    `A ${fmtShape(a.shape)}${transA ? '^T' : ''} @ B ${fmtShape(b.shape)}${transB ? '^T' : ''}`;
+  if (K !== Kb) throw new ShapeError(`matmul: inner dims differ in ${desc()} (${K} vs ${Kb})`);
+  const ba = a.shape.slice(0, -2);
+  const bb = b.shape.slice(0, -2);
+  let batchShape: number[];
+  try {
+    batchShape = broadcastShapes(ba, bb);
+  } catch {
+    throw new ShapeError(`matmul: batch dims of ${desc()} do not broadcast`);
+  }
+  const nA = numel(ba);
+  const nB = numel(bb);
+  let batch = numel(batchShape);
+  if ((nA !== batch && nA !== 1) || (nB !== batch && nB !== 1))
+    throw new ShapeError(`matmul: batch dims of ${desc()} must match or one side must have a single batch element`);
+  const shape = [...batchShape, M, N];
+  if (opts.accumulate && !opts.out) throw new ShapeError('matmul: accumulate needs an `out` tensor to add into');
+  if (opts.bias) {
+    assertFloat(opts.bias, 'matmul', 'bias');
+    if (numel(opts.bias.shape) !== N) throw new ShapeError(`matmul: bias ${fmtShape(opts.bias.shape)} does not match N = ${N} of ${desc()}`);
+  }
+  if (opts.out) checkOut(opts.out, shape, 'matmul', 'f32', [a, b, ...(opts.bias ? [opts.bias] : [])]);
+  checkBinding(ctx, a, 'matmul', 'A');
+  checkBinding(ctx, b, 'matmul', 'B');
+  checkBinding(ctx, opts.out ?? { buffer: a.buffer, dtype: 'f32', shape }, 'matmul', 'C');
+  const c = opts.out ?? empty(ctx, shape);
+  if (M * N * batch === 0) return c;
+  let Mk = M;
+  let sa = nA === 1 ? 0 : M * K;
+  const sb = nB === 1 ? 0 : K * N;
+  if (nB === 1 && !transA && batch > 1) {
+    Mk = M * batch; // B is shared and A's rows are contiguous: one product of batch*M rows
+    batch = 1;
+    sa = 0;
+  }
+  let variant = opts.variant ?? 'auto';
+  if (variant === 'auto') {
+    const big = MATMUL_DEFAULT[`${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`];
+    const t = MATMUL_VARIANTS[big] ?? MATMUL_VARIANTS.v2;
+    if (ctx.info.isSoftware) variant = MATMUL_SOFTWARE;
+    else variant = Math.ceil(Mk / t.bm) * Math.ceil(N / t.bn) * batch < MIN_TILES ? MATMUL_SMALL : big;
+  }
+  if (!Object.hasOwn(MATMUL_VARIANTS, variant)) throw new ShapeError(`matmul: unknown variant '${variant}'`);
+  if (batch > 65535) throw new ShapeError(`matmul: a batch of ${batch} is more than one dispatch takes (65535)`);
+  // without a bias the kernel never reads binding 3: bind A there again (read-only bindings may alias)
+  const bias = opts.bias?.buffer ?? a.buffer;
+  const biasDtype = opts.bias?.dtype ?? a.dtype;
+  const flags = {
+    TRANS_A: +transA,
+    TRANS_B: +transB,
+    HAS_BIAS: +!!opts.bias,
+    ACCUM: +!!opts.accumulate,
+  };
+  const params = [Mk, N, K, sa, sb, opts.alpha ?? 1, 1];
+  const bindings = [
+    { name: 'a', access: 'read', dtype: a.dtype },
+    { name: 'b', access: 'read', dtype: b.dtype },
+    { name: 'bias', access: 'read', dtype: biasDtype },
+    { name: 'c', access: 'rw', dtype: 'f32' },
+  ] as const;
+  const PARAMS = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one'] as const;
+  const tile = opts.tile ? checkTile(ctx, opts.tile) : MATMUL_VARIANTS[variant];
+  const tname = opts.tile ? tileName(tile!) : variant;
+  if (!tile) {
+    const key = `mm:v0:${a.dtype}:${b.dtype}:${biasDtype}:${Object.values(flags).join('')}`;
+    const k = cachedKernel(ctx, key, () => ({ name: 'matmul-v0', code: refWgsl, bindings, params: PARAMS, constants: flags }));
+    grid(ctx, k, [a.buffer, b.buffer, bias, c.buffer], Math.ceil(N / 16), Math.ceil(Mk / 16), batch, params);
+    return c;
+  }
+  // 16-byte loads need the contiguous dim (and the batch stride) to be a multiple of the vector width
+  const w = (dt: string) => (dt === 'f32' ? 4 : 8);
+  const contA = transA ? Mk : K;
+  const contB = transB ? K : N;
+  const vec = {
+    VEC_A: +(contA % w(a.dtype) === 0 && sa % w(a.dtype) === 0),
+    VEC_B: +(contB % w(b.dtype) === 0 && sb % w(b.dtype) === 0),
+    VEC_C: +(N % 4 === 0),
+  };
+  const constants = { DYN: +ctx.info.isSoftware, A_KIND: KIND[a.dtype as 'f32'], B_KIND: KIND[b.dtype as 'f32'], ...flags, ...vec };
+  const key = `mm:${tname}:${a.dtype}:${b.dtype}:${biasDtype}:${Object.values(constants).join('')}`;
+  const k = cachedKernel(ctx, key, () => ({
+    name: `matmul-${tname}`,
+    code: tileConsts(tile) + tiledWgsl,
+    bindings,
+    params: PARAMS,
+    constants,
+  }));
+  grid(ctx, k, [a.buffer, b.buffer, bias, c.buffer], Math.ceil(N / tile.bn), Math.ceil(Mk / tile.bm), batch, params);
+  return c;
+}
+
+function grid(ctx: Context, k: ReturnType<typeof ctx.kernel>, bufs: GpuBuffer[], x: number, y: number, z: number, params: number[]): void {
+  if (x > 65535 || y > 65535) throw new ShapeError(`matmul: ${y} x ${x} workgroup tiles are more than one dispatch takes`);
+  ctx.dispatch(k, bufs, [x, y, z], params);
+}
+
+/** The WGSL constants of a tile (prepended to `shaders/matmul.wgsl`). */
+export function tileConsts(t: MatmulTile): string {
+  const wtx = t.wtx ?? Math.min(16, t.bn / t.tn);
+  return (
+    `const BM: u32 = ${t.bm}u;\nconst BN: u32 = ${t.bn}u;\nconst BK: u32 = ${t.bk}u;\n` +
+    `const TM: u32 = ${t.tm}u;\nconst TN: u32 = ${t.tn}u;\nconst WTX: u32 = ${wtx}u;\nconst GM: u32 = ${t.gm ?? 0}u;\n`
+  );
+}
+
+/** A tile's name, e.g. `128x128x8-8x8-w16`. */
+export function tileName(t: MatmulTile): string {
+  return `${t.bm}x${t.bn}x${t.bk}-${t.tm}x${t.tn}-w${t.wtx ?? Math.min(16, t.bn / t.tn)}${t.gm ? `-g${t.gm}` : ''}`;
+}
+
+/**
+ * Validate a tile: TM and TN multiples of 4 dividing BM and BN; BK, BM and BN multiples of 8; the thread count
+ * (BM/TM)*(BN/TN) a multiple of 32 within the device limit; WTX dividing 32 and BN/TN; the double-buffered
+ * slices (8 * BK * (BM + BN) bytes) within the workgroup storage limit.
+ */
+export function checkTile(ctx: Context, t: MatmulTile): MatmulTile {
+  const tx = t.bn / t.tn;
+  const ty = t.bm / t.tm;
+  const wg = tx * ty;
+  const wtx = t.wtx ?? Math.min(16, tx);
+  const ok =
+    t.tm % 4 === 0 &&
+    t.tn % 4 === 0 &&
+    Number.isInteger(tx) &&
+    Number.isInteger(ty) &&
+    t.bk % 8 === 0 &&
+    t.bm % 8 === 0 &&
+    t.bn % 8 === 0 &&
+    wg % 32 === 0 &&
+    wg <= (ctx.info.limits.maxComputeInvocationsPerWorkgroup ?? 256) &&
+    32 % wtx === 0 &&
+    tx % wtx === 0 &&
+    8 * t.bk * (t.bm + t.bn) <= (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384);
+  if (!ok) throw new ShapeError(`matmul: tile ${JSON.stringify(t)} breaks the tile rules (see checkTile)`);
+  return t;
+}

@@ -1,0 +1,161 @@
+import copyWgsl from '../../../../../shaders/transpose-copy.wgsl';
+import tiledWgsl from '../../../../../shaders/transpose-tiled.wgsl';
+import gatherWgsl from '../../../../../shaders/transpose.wgsl';
+import type { Context } from '../../context';
+import { isHalf, storageBytes, type DType } from '../../dtype';
+import { ShapeError } from '../../errors';
+import { grid1d } from '../../grid';
+import { checkShape, empty, numel, type DeviceTensor } from '../../tensor';
+import { assertFloat, cachedKernel, checkOut, coalesce, contiguousStrides, fmtShape, MAX_RANK, normAxis, padRank } from './util';
+
+/** Options of the copies and transposes. */
+export interface CopyOptions {
+  /** Output storage dtype (f32, f16 or bf16); default: the input's. 16-bit outputs round to nearest even. */
+  dtype?: DType;
+  /** Write into this tensor (of the result's shape and dtype). It must not be the input. */
+  out?: DeviceTensor;
+}
+
+const GATHER_PARAMS = [
+  'u32:n',
+  'u32:row',
+  'u32:off',
+  ...[0, 1, 2, 3, 4, 5].map((i) => `u32:d${i}` as const),
+  ...[0, 1, 2, 3, 4, 5].map((i) => `u32:s${i}` as const),
+] as const;
+
+/**
+ * Materialise a strided view of `x` contiguously: output element at coordinates `c` (row-major over `shape`) is
+ * `x[offset + sum_k c[k] * strides[k]]` (strides and offset in elements of `x`). This is how permutations,
+ * slices and broadcasts (stride 0) become contiguous tensors. Batched 2-D transposes of the last two axes with
+ * an f32 output take a tiled kernel; everything else a gather over at most 6 dims (after merging dims).
+ */
+export function stridedCopy(
+  ctx: Context,
+  x: DeviceTensor,
+  shape: readonly number[],
+  strides: readonly number[],
+  offset = 0,
+  opts: CopyOptions = {},
+): DeviceTensor {
+  assertFloat(x, 'stridedCopy');
+  checkShape(shape);
+  if (strides.length !== shape.length)
+    throw new ShapeError(`stridedCopy: ${strides.length} strides for shape ${fmtShape(shape)}`);
+  const dtype = opts.dtype ?? x.dtype;
+  if (dtype !== 'f32' && !isHalf(dtype)) throw new ShapeError(`stridedCopy: output dtype ${dtype} is not f32, f16 or bf16`);
+  const y = opts.out ?? empty(ctx, shape, dtype);
+  if (opts.out) checkOut(opts.out, shape, 'stridedCopy', dtype, [x]);
+  const n = numel(shape);
+  if (n === 0) return y;
+  // the view must stay inside x
+  let hi = offset;
+  for (let i = 0; i < shape.length; i++) {
+    if (strides[i]! < 0 || !Number.isInteger(strides[i]!)) throw new ShapeError(`stridedCopy: stride ${strides[i]} is not a non-negative integer`);
+    hi += (shape[i]! - 1) * strides[i]!;
+  }
+  if (offset < 0 || hi >= numel(x.shape))
+    throw new ShapeError(
+      `stridedCopy: view ${fmtShape(shape)} strides ${fmtShape(strides)} offset ${offset} reads past the ${numel(x.shape)} elements of ${fmtShape(x.shape)}`,
+    );
+  const c = coalesce(shape, [strides]);
+  const d = c.dims;
+  const s = c.strides[0]!;
+  // batched 2-D transpose of contiguous [B, R, C] -> [B, C, R]
+  if (dtype === 'f32' && offset === 0) {
+    let t: [number, number, number] | null = null;
+    if (d.length === 2 && s[0] === 1 && s[1] === d[0]) t = [1, d[1]!, d[0]!];
+    if (d.length === 3 && s[1] === 1 && s[2] === d[1] && s[0] === d[1]! * d[2]!) t = [d[0]!, d[2]!, d[1]!];
+    if (t) {
+      tiledTranspose(ctx, x, y, ...t);
+      return y;
+    }
+  }
+  if (d.length > MAX_RANK)
+    throw new ShapeError(`stridedCopy: view ${fmtShape(shape)} strides ${fmtShape(strides)} needs ${d.length} dims; at most ${MAX_RANK} are supported`);
+  const kind = dtype === 'f32' ? 0 : dtype === 'f16' ? 1 : 2;
+  const pr = padRank(d, [s]);
+  const k = cachedKernel(ctx, `gather:${d.length}:${kind}:${x.dtype}`, () => ({
+    name: 'transpose',
+    code: gatherWgsl,
+    bindings: [
+      { name: 'x', access: 'read', dtype: x.dtype },
+      { name: 'y', access: 'rw', dtype: 'u32' },
+    ],
+    params: GATHER_PARAMS,
+    constants: { RANK: d.length, OUT_KIND: kind },
+  }));
+  const { wg, row } = grid1d(kind ? Math.ceil(n / 2) : n, 256);
+  ctx.dispatch(k, [x.buffer, y.buffer], wg, [n, row, offset, ...pr.dims, ...pr.strides[0]!]);
+  return y;
+}
+
+function tiledTranspose(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: number, R: number, C: number): void {
+  const k = cachedKernel(ctx, `transpose-tiled:${x.dtype}`, () => ({
+    name: 'transpose-tiled',
+    code: tiledWgsl,
+    bindings: [
+      { name: 'x', access: 'read', dtype: x.dtype },
+      { name: 'y', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:R', 'u32:C', 'u32:zoff'],
+  }));
+  const gx = Math.ceil(C / 32);
+  const gy = Math.ceil(R / 32);
+  if (gx > 65535 || gy > 65535) throw new ShapeError(`transpose: a ${R} x ${C} matrix is too large for one dispatch`);
+  for (let z = 0; z < B; z += 65535) ctx.dispatch(k, [x.buffer, y.buffer], [gx, gy, Math.min(65535, B - z)], [R, C, z]);
+}
+
+/** Permute the axes of `x` into a new contiguous tensor: `y.shape[i] = x.shape[perm[i]]` (like `torch.permute`). */
+export function permute(ctx: Context, x: DeviceTensor, perm: readonly number[], opts: CopyOptions = {}): DeviceTensor {
+  const rank = x.shape.length;
+  if (perm.length !== rank) throw new ShapeError(`permute: ${perm.length} axes given for ${fmtShape(x.shape)}`);
+  const p = perm.map((a) => normAxis(a, rank, 'permute: axis'));
+  if (new Set(p).size !== rank) throw new ShapeError(`permute: [${perm.join(', ')}] is not a permutation of ${rank} axes`);
+  const st = contiguousStrides(x.shape);
+  return stridedCopy(
+    ctx,
+    x,
+    p.map((a) => x.shape[a]!),
+    p.map((a) => st[a]!),
+    0,
+    opts,
+  );
+}
+
+/** Swap two axes (default the last two) into a new contiguous tensor. */
+export function transpose(ctx: Context, x: DeviceTensor, dim0 = -2, dim1 = -1, opts: CopyOptions = {}): DeviceTensor {
+  const rank = x.shape.length;
+  const p = [...Array(rank).keys()];
+  const a = normAxis(dim0, rank, 'transpose: dim0');
+  const b = normAxis(dim1, rank, 'transpose: dim1');
+  [p[a], p[b]] = [p[b]!, p[a]!];
+  return permute(ctx, x, p, opts);
+}
+
+/** vec4s each thread of `copy` moves (measured on an H200, see the package README). */
+export const COPY_PER_THREAD = 2;
+
+/** A contiguous copy of `x` with the same dtype and shape (a vec4 word-copy kernel, any dtype). `perThread`
+ *  (vec4s per thread, default COPY_PER_THREAD) is a tuning knob for benchmarks. */
+export function copy(ctx: Context, x: DeviceTensor, opts: { out?: DeviceTensor; perThread?: number } = {}): DeviceTensor {
+  const y = opts.out ?? empty(ctx, x.shape, x.dtype);
+  if (opts.out) checkOut(opts.out, x.shape, 'copy', x.dtype, [x]);
+  const n4 = Math.ceil(storageBytes(x.dtype, numel(x.shape)) / 16);
+  if (n4 === 0) return y;
+  const per = opts.perThread ?? COPY_PER_THREAD;
+  if (!(per >= 1 && per <= 8 && Number.isInteger(per))) throw new ShapeError(`copy: perThread ${per} is not an integer in 1..8`);
+  const k = cachedKernel(ctx, `copy4:${per}`, () => ({
+    name: 'transpose-copy',
+    code: copyWgsl,
+    bindings: [
+      { name: 'x', access: 'read', dtype: 'u32' },
+      { name: 'y', access: 'rw', dtype: 'u32' },
+    ],
+    params: ['u32:n4', 'u32:row'],
+    constants: { PER: per },
+  }));
+  const { wg, row } = grid1d(Math.ceil(n4 / per), 256);
+  ctx.dispatch(k, [x.buffer, y.buffer], wg, [n4, row / 256]);
+  return y;
+}

@@ -1,0 +1,114 @@
+import { ConfigError, copyRows, download, empty, ShapeError } from '@rusty/backend';
+import { noGrad, Tensor } from '@rusty/autograd';
+import { KVCache } from './kv-cache';
+import type { LlamaForCausalLM } from './llama';
+
+export interface GenerateOptions {
+  /** Tokens to generate at most (default 32). */
+  maxNewTokens?: number;
+  /** 0 (default) is greedy decoding; otherwise logits are divided by it before sampling. */
+  temperature?: number;
+  /** Sample only among the k most likely tokens (0: all). */
+  topK?: number;
+  /** Nucleus sampling: the smallest set of tokens whose probability reaches topP (1: all). */
+  topP?: number;
+  /** Seed of the sampler. */
+  seed?: number;
+  /** Stop after generating one of these ids (default: the config's eos ids). */
+  stopTokens?: number[];
+}
+
+function mulberry(seed: number): () => number {
+  let a = (seed * 0x9e3779b1 + 0x85ebca6b) >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Pick the next token from one row of logits. */
+export function sampleToken(logits: ArrayLike<number>, o: GenerateOptions, rand: () => number): number {
+  const temp = o.temperature ?? 0;
+  let best = 0;
+  for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
+  if (temp <= 0) return best;
+  let idx = [...Array(logits.length).keys()];
+  const topK = o.topK ?? 0;
+  if (topK > 0 && topK < idx.length) idx = idx.sort((a, b) => logits[b]! - logits[a]!).slice(0, topK);
+  const max = logits[best]!;
+  let probs = idx.map((i) => Math.exp((logits[i]! - max) / temp));
+  let z = probs.reduce((a, b) => a + b, 0);
+  probs = probs.map((p) => p / z);
+  const topP = o.topP ?? 1;
+  if (topP < 1) {
+    const order = [...probs.keys()].sort((a, b) => probs[b]! - probs[a]!);
+    const keep: number[] = [];
+    let acc = 0;
+    for (const j of order) {
+      keep.push(j);
+      acc += probs[j]!;
+      if (acc >= topP) break;
+    }
+    idx = keep.map((j) => idx[j]!);
+    probs = keep.map((j) => probs[j]!);
+    z = acc;
+    probs = probs.map((p) => p / z);
+  }
+  let r = rand();
+  for (let j = 0; j < idx.length; j++) {
+    r -= probs[j]!;
+    if (r <= 0) return idx[j]!;
+  }
+  return idx[idx.length - 1]!;
+}
+
+/**
+ * Stream generated token ids for one prompt, with a KV cache: the prompt is processed once, then each new
+ * token costs one single-position forward.
+ */
+export async function* generateStream(model: LlamaForCausalLM, prompt: readonly number[], o: GenerateOptions = {}): AsyncGenerator<number> {
+  const ctx = model.ctx;
+  const maxNew = o.maxNewTokens ?? 32;
+  if (!prompt.length) throw new ShapeError('generate: the prompt is empty');
+  if (!Number.isInteger(maxNew) || maxNew < 0) throw new ConfigError(`maxNewTokens must be a non-negative integer, got ${maxNew}`);
+  const v = model.config.vocabSize;
+  for (const id of prompt) if (!Number.isInteger(id) || id < 0 || id >= v) throw new ShapeError(`generate: token id ${id} is outside the vocabulary (0..${v - 1})`);
+  const stop = new Set(o.stopTokens ?? model.config.eosTokenId);
+  const rand = mulberry(o.seed ?? 0);
+  const cache = new KVCache(ctx, model.config, 1, prompt.length + maxNew);
+  const wasTraining = model.training;
+  model.eval();
+  try {
+    let ids = [...prompt];
+    for (let step = 0; step < maxNew; step++) {
+      const last = noGrad(() => {
+        const input = Tensor.fromArray(ctx, ids, [1, ids.length], { dtype: 'i32' });
+        const logits = model.forward(input, cache);
+        const l = empty(ctx, [1, 1, v]);
+        copyRows(ctx, logits.data, l, 1, ids.length - 1, 0);
+        input.dispose();
+        logits.dispose();
+        return l;
+      });
+      const row = await download(ctx, last);
+      ctx.release(last.buffer);
+      const next = sampleToken(row, o, rand);
+      yield next;
+      if (stop.has(next)) return;
+      ids = [next];
+    }
+  } finally {
+    cache.dispose();
+    model.train(wasTraining);
+  }
+}
+
+/** Generate up to `maxNewTokens` ids after `prompt` (greedy when temperature is 0); returns the new ids. */
+export async function generate(model: LlamaForCausalLM, prompt: readonly number[], o: GenerateOptions = {}): Promise<number[]> {
+  const out: number[] = [];
+  for await (const t of generateStream(model, prompt, o)) out.push(t);
+  return out;
+}

@@ -1,0 +1,70 @@
+import { attentionDecode, copyRows, empty, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
+import { attention, noGrad, releaseRef, Tensor } from '@rusty/autograd';
+import type { LlamaConfig } from './config';
+
+/**
+ * Keys and values of every layer for `batch` sequences of up to `maxLen` positions, f32 [B, maxLen, Hkv, D].
+ * `forward(ids, cache)` appends the new positions; attention then covers the cached prefix.
+ */
+export class KVCache {
+  readonly k: DeviceTensor[] = [];
+  readonly v: DeviceTensor[] = [];
+  /** Positions filled so far. */
+  length = 0;
+
+  constructor(
+    readonly ctx: Context,
+    config: LlamaConfig,
+    readonly batch: number,
+    readonly maxLen: number,
+  ) {
+    for (let i = 0; i < config.numHiddenLayers; i++) {
+      this.k.push(empty(ctx, [batch, maxLen, config.numKeyValueHeads, config.headDim]));
+      this.v.push(empty(ctx, [batch, maxLen, config.numKeyValueHeads, config.headDim]));
+    }
+  }
+
+  /** Store k/v [B, T, Hkv, D] at the current position and attend q [B, T, Hq, D] over the whole prefix. */
+  attend(layer: number, q: Tensor, k: Tensor, v: Tensor): Tensor {
+    const [b, t] = q.shape as [number, number];
+    if (b !== this.batch) throw new ShapeError(`KV cache holds ${this.batch} sequences, got a batch of ${b}`);
+    if (this.length + t > this.maxLen)
+      throw new ShapeError(`KV cache is full: ${this.length} + ${t} positions exceed its ${this.maxLen}`);
+    const ctx = this.ctx;
+    return noGrad(() => {
+      copyRows(ctx, k.data, this.k[layer]!, t, 0, this.length);
+      copyRows(ctx, v.data, this.v[layer]!, t, 0, this.length);
+      if (this.length === 0) return attention(q, k, v, { causal: true });
+      const len = this.length + t;
+      if (t === 1) return new Tensor(ctx, attentionDecode(ctx, q.data, this.k[layer]!, this.v[layer]!, len));
+      // several new positions after a prefix: gather the prefix contiguously, causal with an offset
+      const [, , hkv, d] = this.k[layer]!.shape as [number, number, number, number];
+      const kk = empty(ctx, [b, len, hkv, d]);
+      const vv = empty(ctx, [b, len, hkv, d]);
+      copyRows(ctx, this.k[layer]!, kk, len);
+      copyRows(ctx, this.v[layer]!, vv, len);
+      const K = new Tensor(ctx, kk);
+      const V = new Tensor(ctx, vv);
+      const o = attention(q, K, V, { causal: true, qOffset: this.length });
+      K.dispose();
+      V.dispose();
+      return o;
+    });
+  }
+
+  /** Called by the model after every layer has stored its positions. */
+  advance(t: number): void {
+    this.length += t;
+  }
+
+  /** Forget everything (the buffers stay for reuse). */
+  reset(): void {
+    this.length = 0;
+  }
+
+  dispose(): void {
+    for (const t of [...this.k, ...this.v]) releaseRef(this.ctx, t.buffer);
+    this.k.length = 0;
+    this.v.length = 0;
+  }
+}

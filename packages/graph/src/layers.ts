@@ -1,0 +1,73 @@
+import { empty, type Context, type DType } from '@rusty/backend';
+import { addRmsNorm, embedding, linear, rmsNorm, Tensor } from '@rusty/autograd';
+import { Module } from './module';
+
+export interface InitOptions {
+  /** Storage dtype of the weights (f32 trains; f16/bf16 for frozen weights). */
+  dtype?: DType;
+  /** Std of the normal init (HF `initializer_range`). */
+  std?: number;
+  seed?: number;
+  requiresGrad?: boolean;
+  /** Allocate without initialising (weights about to be loaded). */
+  empty?: boolean;
+}
+
+function param(ctx: Context, shape: number[], o: InitOptions, kind: 'randn' | 'zeros' | 'ones'): Tensor {
+  const opts = { dtype: o.dtype, requiresGrad: o.requiresGrad ?? true };
+  if (o.empty) return new Tensor(ctx, empty(ctx, shape, o.dtype ?? 'f32'), opts.requiresGrad);
+  if (kind === 'zeros') return Tensor.zeros(ctx, shape, opts);
+  if (kind === 'ones') return Tensor.ones(ctx, shape, opts);
+  return Tensor.randn(ctx, shape, { ...opts, std: o.std ?? 0.02, seed: o.seed });
+}
+
+/** `y = x W^T + b` with HF's weight layout [out, in]. */
+export class Linear extends Module {
+  weight: Tensor;
+  bias: Tensor | null;
+  constructor(
+    ctx: Context,
+    readonly inFeatures: number,
+    readonly outFeatures: number,
+    opts: InitOptions & { bias?: boolean } = {},
+  ) {
+    super(ctx);
+    this.weight = this.registerParameter('weight', param(ctx, [outFeatures, inFeatures], opts, 'randn'));
+    this.bias = opts.bias ? this.registerParameter('bias', param(ctx, [outFeatures], opts, 'zeros')) : null;
+  }
+
+  forward(x: Tensor): Tensor {
+    return linear(x, this.weight, this.bias);
+  }
+}
+
+/** Token embeddings [vocab, dim]. */
+export class Embedding extends Module {
+  weight: Tensor;
+  constructor(ctx: Context, readonly num: number, readonly dim: number, opts: InitOptions = {}) {
+    super(ctx);
+    this.weight = this.registerParameter('weight', param(ctx, [num, dim], opts, 'randn'));
+  }
+
+  forward(ids: Tensor): Tensor {
+    return embedding(ids, this.weight);
+  }
+}
+
+/** HF LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * weight, computed in f32. */
+export class RMSNorm extends Module {
+  weight: Tensor;
+  constructor(ctx: Context, readonly dim: number, readonly eps: number, opts: InitOptions = {}) {
+    super(ctx);
+    this.weight = this.registerParameter('weight', param(ctx, [dim], opts, 'ones'));
+  }
+
+  forward(x: Tensor): Tensor {
+    return rmsNorm(x, this.weight, this.eps);
+  }
+
+  /** Fused residual add: returns [x + residual, rmsnorm(x + residual)]. */
+  forwardResidual(x: Tensor, residual: Tensor): [Tensor, Tensor] {
+    return addRmsNorm(x, residual, this.weight, this.eps);
+  }
+}

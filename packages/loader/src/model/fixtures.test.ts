@@ -1,0 +1,168 @@
+// Llama models, LoRA, generation and AdamW against the golden outputs of HF transformers + peft
+// (../shared/fixtures, float64 references). Tolerances are the fixtures README's.
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createContext, type Context } from '@rusty/backend';
+import { AdamW, clipGradNorm, LinearWarmup, Tensor, tidy } from '@rusty/autograd';
+import type { LlamaForCausalLM } from '@rusty/graph';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readSafetensors } from '../safetensors/read';
+import { loadLoraAdapter, saveLoraAdapter } from './peft';
+import { loadPretrained } from './pretrained';
+
+const FIX = fileURLToPath(new URL('../../../../../shared/fixtures/', import.meta.url));
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+/** max |a - b| / max |b| */
+function rel(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  expect(a.length).toBe(b.length);
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < b.length; i++) {
+    if (!Number.isFinite(a[i]!)) return Infinity;
+    num = Math.max(num, Math.abs(a[i]! - b[i]!));
+    den = Math.max(den, Math.abs(b[i]!));
+  }
+  return num / den;
+}
+
+async function inputs(dir: string) {
+  const j = JSON.parse(await readFile(join(FIX, dir, 'inputs.json'), 'utf8'));
+  const ids = (j.input_ids as number[][]).flat();
+  const labels = (j.labels as number[][]).flat();
+  return { ids, labels, b: j.input_ids.length as number, t: j.input_ids[0].length as number };
+}
+
+async function expected(file: string) {
+  const st = await readSafetensors(file);
+  const out = new Map<string, Float32Array>();
+  for (const name of st.tensors.keys()) out.set(name, await st.readF32(name));
+  await st.close();
+  return out;
+}
+
+// The f16 fixture's expected.safetensors was computed with HF's inv_freq rounded to float16 (the model loaded
+// with torch_dtype float16, then upcast), while its lora/ and AdamW references used float32 inv_freq (loaded in
+// float64 directly): each test loads the model the way its reference was made.
+const ROPE_F32 = { ropeDtype: 'f32' } as const;
+
+for (const dir of ['llama-tiny', 'llama-tiny-f16']) {
+  describe(`${dir} matches HF transformers`, () => {
+    let model: LlamaForCausalLM;
+    let exp: Map<string, Float32Array>;
+    let ej: { loss: number; lora_loss: number; greedy_prompt: number[]; greedy_tokens: number[]; adamw: any };
+    beforeAll(async () => {
+      ({ model } = await loadPretrained(ctx, join(FIX, dir)));
+      exp = await expected(join(FIX, dir, 'expected.safetensors'));
+      ej = JSON.parse(await readFile(join(FIX, dir, 'expected.json'), 'utf8'));
+    });
+    afterAll(() => model.dispose());
+
+    it('with f32 rotary frequencies the f16 model misses its expected logits (the fixture used f16 inv_freq)', async () => {
+      if (dir !== 'llama-tiny-f16') return;
+      const { model: m } = await loadPretrained(ctx, join(FIX, dir), ROPE_F32);
+      const { ids, b, t } = await inputs(dir);
+      const err = rel(await m.forward(Tensor.fromArray(ctx, ids, [b, t], { dtype: 'i32' })).toArray(), exp.get('logits')!);
+      expect(err).toBeGreaterThan(1e-4);
+      m.dispose();
+    });
+
+    it('logits, every hidden state, the loss and every parameter gradient', async () => {
+      const { ids, labels, b, t } = await inputs(dir);
+      const input = Tensor.fromArray(ctx, ids, [b, t], { dtype: 'i32' });
+      const out = model.forwardWithHidden(input, { outputHiddenStates: true });
+      expect(rel(await out.logits.toArray(), exp.get('logits')!)).toBeLessThan(1e-4);
+      expect(out.hiddenStates!.length).toBe(3);
+      for (let i = 0; i < 3; i++) expect(rel(await out.hiddenStates![i]!.toArray(), exp.get(`hidden.${i}`)!), `hidden.${i}`).toBeLessThan(1e-4);
+      model.zeroGrad();
+      const { loss } = model.loss(input, labels);
+      const l = await loss.item();
+      expect(Math.abs(l - ej.loss) / ej.loss).toBeLessThan(1e-4);
+      loss.backward();
+      let n = 0;
+      for (const [name, p] of model.namedParameters()) {
+        const want = exp.get(`grad.${name}`);
+        expect(want, name).toBeDefined();
+        expect(rel(await p.grad!.toArray(), want!), name).toBeLessThan(1e-3);
+        n++;
+      }
+      expect(n).toBe(3 + 2 * 9);
+      model.zeroGrad();
+    });
+
+    it('greedy generation with the KV cache reproduces greedy_tokens', async () => {
+      const got = await model.generate(ej.greedy_prompt, { maxNewTokens: ej.greedy_tokens.length, temperature: 0, stopTokens: [] });
+      expect(got).toEqual(ej.greedy_tokens);
+    });
+
+    it('the PEFT adapter: logits, loss and LoRA gradients; saved and reloaded to the same values', async () => {
+      const { model: m } = await loadPretrained(ctx, join(FIX, dir), ROPE_F32);
+      await loadLoraAdapter(m, join(FIX, dir, 'lora'));
+      const lexp = await expected(join(FIX, dir, 'lora', 'expected.safetensors'));
+      const { ids, labels, b, t } = await inputs(dir);
+      const input = Tensor.fromArray(ctx, ids, [b, t], { dtype: 'i32' });
+      const logits = await m.forward(input).toArray();
+      expect(rel(logits, lexp.get('logits')!)).toBeLessThan(1e-4);
+      const { loss } = m.loss(input, labels);
+      expect(Math.abs((await loss.item()) - ej.lora_loss) / ej.lora_loss).toBeLessThan(1e-4);
+      loss.backward();
+      const trainable = m.trainableParameters();
+      expect(trainable.length).toBe(2 * 7 * 2);
+      for (const [name, p] of trainable) {
+        const key = `grad.base_model.model.${name.replace(/\.(lora_[AB])\.weight$/, '.$1.default.weight')}`;
+        expect(lexp.get(key), key).toBeDefined();
+        expect(rel(await p.grad!.toArray(), lexp.get(key)!), name).toBeLessThan(1e-3);
+      }
+      const tmp = await mkdtemp(join(tmpdir(), 'rusty-lora-'));
+      try {
+        await saveLoraAdapter(m, tmp);
+        const { model: m2 } = await loadPretrained(ctx, join(FIX, dir), ROPE_F32);
+        await loadLoraAdapter(m2, tmp);
+        const again = await m2.forward(input).toArray();
+        expect(rel(again, logits)).toBe(0);
+        m2.dispose();
+      } finally {
+        await rm(tmp, { recursive: true, force: true });
+      }
+      m.dispose();
+    });
+
+    it('5 AdamW steps (warm-up, clipping, weight decay) reproduce the losses and the parameters', async () => {
+      const { model: m } = await loadPretrained(ctx, join(FIX, dir), ROPE_F32);
+      const { ids, labels, b, t } = await inputs(dir);
+      const input = Tensor.fromArray(ctx, ids, [b, t], { dtype: 'i32' });
+      const a = ej.adamw;
+      const params = m.parameters();
+      const opt = new AdamW(ctx, params, { lr: a.lr, betas: a.betas, eps: a.eps, weightDecay: a.weight_decay });
+      const sched = new LinearWarmup(opt, { warmupSteps: a.warmup_steps });
+      for (let s = 0; s < a.losses.length; s++) {
+        opt.zeroGrad();
+        const loss = tidy(() => {
+          const l = m.loss(input, labels).loss;
+          l.backward();
+          return l;
+        });
+        const clip = clipGradNorm(params, a.clip);
+        const norm = (await ctx.read(clip.buffer, 8).then((x) => new Float32Array(x)))[1]!;
+        opt.step({ gradScale: clip });
+        sched.step();
+        ctx.release(clip.buffer);
+        const l = await loss.item();
+        loss.dispose();
+        expect(Math.abs(l - a.losses[s]) / a.losses[s], `loss ${s}`).toBeLessThan(1e-4);
+        expect(Math.abs(norm - a.grad_norms_before_clip[s]) / a.grad_norms_before_clip[s], `norm ${s}`).toBeLessThan(1e-3);
+      }
+      const after = await expected(join(FIX, dir, 'after_adamw.safetensors'));
+      for (const [name, p] of m.namedParameters()) expect(rel(await p.toArray(), after.get(name)!), name).toBeLessThan(1e-3);
+      opt.dispose();
+      m.dispose();
+    });
+  });
+}

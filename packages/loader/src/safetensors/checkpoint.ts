@@ -1,0 +1,151 @@
+import { readFile, readdir, stat } from 'node:fs/promises';
+import { basename, dirname, join, relative, resolve, isAbsolute } from 'node:path';
+import { z } from 'zod';
+import { SafetensorsError } from '../errors';
+import type { TensorInfo } from './header';
+import { readSafetensors, TensorReaderBase, type OpenTensor, type SafetensorsFile, type SafetensorsReader } from './read';
+
+/** The index file of a sharded Hugging Face checkpoint. */
+export const INDEX_FILE = 'model.safetensors.index.json';
+/** The single-file checkpoint name. */
+export const SINGLE_FILE = 'model.safetensors';
+
+const indexSchema = z.object({
+  metadata: z.record(z.string(), z.unknown()).nullable().optional(),
+  weight_map: z.record(z.string(), z.string()),
+});
+
+/** Several safetensors shards seen as one file: the tensors of `weight_map`, each read from its shard. */
+export class ShardedCheckpoint extends TensorReaderBase {
+  private open = true;
+
+  /** @internal use `openCheckpoint` */
+  constructor(
+    /** The index file. */
+    readonly path: string,
+    /** The shards, in the order of first appearance in the index. */
+    readonly shards: readonly SafetensorsFile[],
+    readonly metadata: Readonly<Record<string, string>>,
+    readonly tensors: ReadonlyMap<string, TensorInfo>,
+    private readonly shardOf: ReadonlyMap<string, SafetensorsFile>,
+  ) {
+    super();
+  }
+
+  locate(name: string): OpenTensor {
+    if (!this.open) throw new SafetensorsError(`${this.path}: the checkpoint was closed`);
+    const shard = this.shardOf.get(name);
+    if (!shard) throw this.missing(name);
+    return shard.locate(name);
+  }
+
+  async close(): Promise<void> {
+    this.open = false;
+    await Promise.all(this.shards.map((s) => s.close()));
+  }
+}
+
+async function kind(p: string): Promise<'file' | 'dir' | 'none'> {
+  try {
+    const s = await stat(p);
+    return s.isDirectory() ? 'dir' : 'file';
+  } catch {
+    return 'none';
+  }
+}
+
+/**
+ * Open a sharded checkpoint through its index (`model.safetensors.index.json`: `weight_map` tensor -> shard).
+ * Every shard is opened and validated; each mapped tensor must exist in its shard.
+ * @throws SafetensorsError naming a missing shard, a tensor absent from its shard, or a malformed index
+ */
+export async function openShardedCheckpoint(indexPath: string): Promise<ShardedCheckpoint> {
+  let text: string;
+  try {
+    text = await readFile(indexPath, 'utf8');
+  } catch (e) {
+    throw new SafetensorsError(`${indexPath}: cannot read the shard index: ${(e as Error).message}`, { cause: e });
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new SafetensorsError(`${indexPath}: the shard index is not valid JSON: ${(e as Error).message}`);
+  }
+  const parsed = indexSchema.safeParse(json);
+  if (!parsed.success) {
+    const i = parsed.error.issues[0]!;
+    throw new SafetensorsError(`${indexPath}: invalid shard index at '${i.path.join('.')}': ${i.message} (expected {"weight_map": {tensor: shard file}})`);
+  }
+  const dir = dirname(indexPath);
+  const byName = new Map<string, string>();
+  for (const shard of new Set(Object.values(parsed.data.weight_map))) {
+    const full = resolve(dir, shard);
+    const rel = relative(resolve(dir), full);
+    if (isAbsolute(shard) || rel.startsWith('..') || isAbsolute(rel))
+      throw new SafetensorsError(`${indexPath}: shard '${shard}' is outside the checkpoint directory`);
+    byName.set(shard, full);
+  }
+  const shards: SafetensorsFile[] = [];
+  const opened = new Map<string, SafetensorsFile>();
+  try {
+    for (const [shard, full] of byName) {
+      if ((await kind(full)) !== 'file')
+        throw new SafetensorsError(`${indexPath}: shard '${shard}' listed in the weight_map is missing (${full})`);
+      const f = await readSafetensors(full);
+      shards.push(f);
+      opened.set(shard, f);
+    }
+    const tensors = new Map<string, TensorInfo>();
+    const shardOf = new Map<string, SafetensorsFile>();
+    for (const [name, shard] of Object.entries(parsed.data.weight_map)) {
+      const f = opened.get(shard)!;
+      const info = f.tensors.get(name);
+      if (!info) throw new SafetensorsError(`${indexPath}: tensor '${name}' is mapped to shard '${shard}' but that shard does not contain it`);
+      tensors.set(name, info);
+      shardOf.set(name, f);
+    }
+    const metadata: Record<string, string> = { ...(shards[0]?.metadata ?? {}) };
+    for (const [k, v] of Object.entries(parsed.data.metadata ?? {})) metadata[k] = typeof v === 'string' ? v : JSON.stringify(v);
+    return new ShardedCheckpoint(indexPath, shards, metadata, tensors, shardOf);
+  } catch (e) {
+    await Promise.all(shards.map((s) => s.close().catch(() => undefined)));
+    throw e;
+  }
+}
+
+/**
+ * Open the weights of a Hugging Face checkpoint directory: `model.safetensors.index.json` (sharded) if present,
+ * else `model.safetensors`, else the directory's only `*.safetensors` file.
+ * @throws SafetensorsError when the directory holds no (or several ambiguous) safetensors files
+ */
+export async function readSafetensorsDir(dir: string): Promise<SafetensorsReader> {
+  if ((await kind(join(dir, INDEX_FILE))) === 'file') return openShardedCheckpoint(join(dir, INDEX_FILE));
+  if ((await kind(join(dir, SINGLE_FILE))) === 'file') return readSafetensors(join(dir, SINGLE_FILE));
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (e) {
+    throw new SafetensorsError(`${dir}: cannot list the checkpoint directory: ${(e as Error).message}`, { cause: e });
+  }
+  const indexes = names.filter((n) => n.endsWith('.safetensors.index.json'));
+  if (indexes.length === 1) return openShardedCheckpoint(join(dir, indexes[0]!));
+  const files = names.filter((n) => n.endsWith('.safetensors'));
+  if (files.length === 1 && indexes.length === 0) return readSafetensors(join(dir, files[0]!));
+  throw new SafetensorsError(
+    `${dir}: no ${SINGLE_FILE} or ${INDEX_FILE} in the directory` +
+      (files.length + indexes.length ? ` (found ${[...indexes, ...files].join(', ')}; open one of them directly)` : ''),
+  );
+}
+
+/**
+ * Open a checkpoint given a directory (see `readSafetensorsDir`), a shard index (`*.index.json`) or a single
+ * `.safetensors` file; all give the same reader interface.
+ */
+export async function openCheckpoint(pathOrDir: string): Promise<SafetensorsReader> {
+  const k = await kind(pathOrDir);
+  if (k === 'none') throw new SafetensorsError(`${pathOrDir}: no such file or directory`);
+  if (k === 'dir') return readSafetensorsDir(pathOrDir);
+  if (basename(pathOrDir).endsWith('.index.json')) return openShardedCheckpoint(pathOrDir);
+  return readSafetensors(pathOrDir);
+}

@@ -1,0 +1,50 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FIXTURES } from '../testing/fixtures';
+import { Tokenizer } from './index';
+
+/** Outputs of Hugging Face `tokenizers` 0.23.2 (see testdata/gen-reference.py) for variants of the fixture
+ *  tokenizers that exercise every supported component. */
+interface Case {
+  name: string;
+  spec: { base: string; patch: Record<string, unknown>; model: Record<string, unknown>; added: unknown[] } | null;
+  tokenizer: Record<string, unknown> | null;
+  samples: {
+    text: string;
+    ids: number[];
+    tokens?: string[];
+    plain?: number[];
+    decoded: string | null;
+    skipped: string | null;
+    pair?: string;
+    pair_ids?: number[];
+  }[];
+}
+
+const cases = JSON.parse(readFileSync(new URL('./testdata/reference.json', import.meta.url), 'utf8')) as Case[];
+
+function build(c: Case): Record<string, unknown> {
+  if (c.tokenizer) return c.tokenizer;
+  const base = JSON.parse(readFileSync(join(FIXTURES, 'tokenizers', `${c.spec!.base}.tokenizer.json`), 'utf8'));
+  Object.assign(base, c.spec!.patch);
+  Object.assign(base.model, c.spec!.model);
+  base.added_tokens = [...base.added_tokens, ...c.spec!.added];
+  return base;
+}
+
+describe('matches Hugging Face tokenizers', () => {
+  it.each(cases.map((c) => [c.name, c] as const))('%s', (_name, c) => {
+    const tok = Tokenizer.fromJSON(build(c), { source: c.name });
+    for (const s of c.samples) {
+      const what = `${c.name}: ${JSON.stringify(s.text)}`;
+      const enc = tok.encodeWithTokens(s.text);
+      expect(enc.ids, what).toEqual(s.ids);
+      if (s.tokens) expect(enc.tokens, what).toEqual(s.tokens);
+      expect(tok.encode(s.text, { addSpecialTokens: false }), what).toEqual(s.plain ?? s.ids);
+      if (s.decoded !== null) expect(tok.decode(s.ids), what).toBe(s.decoded);
+      if (s.skipped !== null) expect(tok.decode(s.ids, { skipSpecialTokens: true }), what).toBe(s.skipped);
+      if (s.pair !== undefined) expect(tok.encode(s.text, { pair: s.pair }), `${what} + pair`).toEqual(s.pair_ids);
+    }
+  });
+});

@@ -1,0 +1,266 @@
+// attention-bwd-dkdv: FlashAttention-2 backward, the pass over K/V blocks. One workgroup owns BC keys of one
+// kv head and loops over the q heads of its group (grouped-query attention) and over the query blocks that
+// can see its keys, accumulating in registers (fixed order, no atomics):
+//   P  = exp(scale * Q K^T - lse)  (masked entries 0),  dP = dO V^T,  dS = P * (dP - delta)
+//   dV = sum P^T dO,   dK = scale * sum dS^T Q
+// Bindings:
+//   q     read f32|f16|bf16 [B, T, Hq, D]     k, v  read f32|f16|bf16 [B, S, Hkv, D]
+//   dout  read f32|f16|bf16 [B, T, Hq, D]     lse   read f32 [B, Hq, T]      delta read f32 [B, Hq, T]
+//   mask  read i32|u32 [B, S] (1 = keep; a 1-element dummy when hasMask = 0)
+//   dk, dv rw f32 [B, S, Hkv, D]
+// Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32), causal, hasMask, scale, scale2 (= scale * log2 e).
+// Template: the wrapper rewrites the `const` lines and expands `//@unroll` blocks (see specialize in common.ts).
+// Constants: D, DV = ceil(D / 4), DS (odd vec4 row stride), BC keys per workgroup,
+//   BR queries per step, TK = BC / 4 key groups (a thread owns keys tk*4 .. tk*4+3), TQ = BR / 4 threads per
+//   key group (a thread owns queries tq + TQ*j, j < 4, and output chunks tq + TQ*c, c < DC),
+//   DC = ceil(DV / TQ), PS = TK + 1 (stride of Ps/dSs in vec4), NT = TK * TQ, NQL = ceil(BR * DV / NT) vec4
+//   chunks of a Q/dO block and NQM = ceil(BR / NT) rows of lse/delta that each thread loads.
+// Software pipelining: the (q head, query block) steps are one loop, and the next step's Q, dO, lse and delta
+// are loaded into registers while the current step is computed.
+// Workgroup: NT threads; grid (ceil(S / BC), Hkv, B).
+const D: u32 = 64u;
+const DV: u32 = 16u;
+const DS: u32 = 17u;
+const BC: u32 = 32u;
+const BR: u32 = 32u;
+const TK: u32 = 8u;
+const TQ: u32 = 8u;
+const DC: u32 = 2u;
+const PS: u32 = 9u;
+const NT: u32 = 64u;
+const NQL: u32 = 8u;
+const NQM: u32 = 1u;
+
+const LOG2E: f32 = 1.4426950408889634;
+
+var<workgroup> Ks: array<vec4<f32>, BC * DS>;
+var<workgroup> Vs: array<vec4<f32>, BC * DS>;
+var<workgroup> Qs: array<vec4<f32>, BR * DS + TQ * DC>;
+var<workgroup> dOs: array<vec4<f32>, BR * DS + TQ * DC>;
+// P and dS, query-major: row r holds BC / 4 vec4 of keys.
+var<workgroup> Ps: array<vec4<f32>, BR * PS>;
+var<workgroup> dSs: array<vec4<f32>, BR * PS>;
+var<workgroup> qL: array<f32, BR>;
+var<workgroup> qD: array<f32, BR>;
+var<workgroup> kok: array<u32, BC>;
+
+fn ld_q(base: u32, c: u32) -> vec4<f32> {
+  var x = vec4<f32>(0.0);
+  //@unroll e 4
+  if (D % 4u == 0u || c * 4u + $e < D) { x[$e] = read_q(base + $e); }
+  //@end
+  return x;
+}
+
+fn ld_k(base: u32, c: u32) -> vec4<f32> {
+  var x = vec4<f32>(0.0);
+  //@unroll e 4
+  if (D % 4u == 0u || c * 4u + $e < D) { x[$e] = read_k(base + $e); }
+  //@end
+  return x;
+}
+
+fn ld_v(base: u32, c: u32) -> vec4<f32> {
+  var x = vec4<f32>(0.0);
+  //@unroll e 4
+  if (D % 4u == 0u || c * 4u + $e < D) { x[$e] = read_v(base + $e); }
+  //@end
+  return x;
+}
+
+fn ld_do(base: u32, c: u32) -> vec4<f32> {
+  var x = vec4<f32>(0.0);
+  //@unroll e 4
+  if (D % 4u == 0u || c * 4u + $e < D) { x[$e] = read_dout(base + $e); }
+  //@end
+  return x;
+}
+
+fn dot4(a: f32, x: vec4<f32>, y: vec4<f32>) -> f32 {
+  return fma(x.w, y.w, fma(x.z, y.z, fma(x.y, y.y, fma(x.x, y.x, a))));
+}
+
+@compute @workgroup_size(NT)
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let kh = wid.y;
+  let b = wid.z;
+  let s0 = wid.x * BC;
+  let tq = tid % TQ;
+  let tk = tid / TQ;
+
+  for (var e = tid; e < BC * DV; e += NT) {
+    let j = e / DV;
+    let c = e % DV;
+    let s = s0 + j;
+    var xk = vec4<f32>(0.0);
+    var xv = vec4<f32>(0.0);
+    if (s < p.S) {
+      let base = ((b * p.S + s) * p.Hkv + kh) * D + c * 4u;
+      xk = ld_k(base, c);
+      xv = ld_v(base, c);
+    }
+    Ks[j * DS + c] = xk;
+    Vs[j * DS + c] = xv;
+  }
+  for (var j = tid; j < BC; j += NT) {
+    let s = s0 + j;
+    var ok = s < p.S;
+    if (ok && p.hasMask != 0u) { ok = read_mask(b * p.S + s) != 0; }
+    kok[j] = select(0u, 1u, ok);
+  }
+
+  var dk: array<array<vec4<f32>, DC>, 4>;  // zero-initialised
+  var dv: array<array<vec4<f32>, DC>, 4>;
+
+  // First query that can see key s0: qOffset + t >= s0.
+  var qb0 = 0u;
+  if (p.causal != 0u) { qb0 = u32(max(i32(s0) - p.qOffset, 0)) / BR; }
+  let nqb = (p.T + BR - 1u) / BR;
+  let myKeys = vec4<i32>(i32(s0 + tk * 4u), i32(s0 + tk * 4u + 1u), i32(s0 + tk * 4u + 2u), i32(s0 + tk * 4u + 3u));
+
+  let nq = select(0u, nqb - qb0, nqb > qb0);
+  let nsteps = p.G * nq;
+  var qreg: array<vec4<f32>, NQL>;
+  var oreg: array<vec4<f32>, NQL>;
+  var lreg: array<f32, NQM>;
+  var dreg: array<f32, NQM>;
+  for (var n = 0u; n <= nsteps; n++) {
+    // Registers <- step n (q head kh * G + n / nq, query block qb0 + n % nq).
+    if (n < nsteps) {
+      let hn = kh * p.G + n / nq;
+      let tn = (qb0 + n % nq) * BR;
+      //@unroll u NQL
+      {
+        let e = tid + $u * NT;
+        var xq = vec4<f32>(0.0);
+        var xo = vec4<f32>(0.0);
+        if (e < BR * DV && tn + e / DV < p.T) {
+          let base = ((b * p.T + tn + e / DV) * p.Hq + hn) * D + (e % DV) * 4u;
+          xq = ld_q(base, e % DV);
+          xo = ld_do(base, e % DV);
+        }
+        qreg[$u] = xq;
+        oreg[$u] = xo;
+      }
+      //@end
+      //@unroll u NQM
+      {
+        let r = tid + $u * NT;
+        var lv = 3.0e38;
+        var dl = 0.0;
+        if (r < BR && tn + r < p.T) {
+          lv = lse[(b * p.Hq + hn) * p.T + tn + r] * LOG2E;
+          dl = delta[(b * p.Hq + hn) * p.T + tn + r];
+        }
+        lreg[$u] = lv;
+        dreg[$u] = dl;
+      }
+      //@end
+    }
+    // Compute step n - 1 from workgroup memory (written at the end of the previous iteration) while the loads
+    // of step n are in flight.
+    if (n > 0u) {
+      let t0 = (qb0 + (n - 1u) % nq) * BR;
+      // Transposed scores and dP: keys tk*4+i (rows), queries tq + TQ*j (columns).
+      var st: array<vec4<f32>, 4>;
+      //@unroll i 4
+      st[$i] = vec4<f32>(0.0);  // explicit: a var in a loop body is not re-zeroed by every toolchain
+      //@end
+      var dpt: array<vec4<f32>, 4>;
+      //@unroll i 4
+      dpt[$i] = vec4<f32>(0.0);  // explicit: a var in a loop body is not re-zeroed by every toolchain
+      //@end
+      for (var c = 0u; c < DV; c++) {
+        //@unroll j 4
+        let q$j = Qs[(tq + $j * TQ) * DS + c];
+        let o$j = dOs[(tq + $j * TQ) * DS + c];
+        //@end
+        //@unroll i 4
+        {
+          let kk = Ks[(tk * 4u + $i) * DS + c];
+          let vv = Vs[(tk * 4u + $i) * DS + c];
+          st[$i] = vec4<f32>(dot4(st[$i].x, kk, q0u), dot4(st[$i].y, kk, q1u), dot4(st[$i].z, kk, q2u), dot4(st[$i].w, kk, q3u));
+          dpt[$i] = vec4<f32>(dot4(dpt[$i].x, vv, o0u), dot4(dpt[$i].y, vv, o1u), dot4(dpt[$i].z, vv, o2u), dot4(dpt[$i].w, vv, o3u));
+        }
+        //@end
+      }
+      let cols = vec4<u32>(tq, tq + TQ, tq + 2u * TQ, tq + 3u * TQ);
+      let lq = vec4<f32>(qL[cols.x], qL[cols.y], qL[cols.z], qL[cols.w]);
+      let dq = vec4<f32>(qD[cols.x], qD[cols.y], qD[cols.z], qD[cols.w]);
+      let qpos = vec4<i32>(t0 + cols) + vec4<i32>(p.qOffset);
+      var pr: array<vec4<f32>, 4>;
+      var ds: array<vec4<f32>, 4>;
+      //@unroll i 4
+      {
+        var vis = vec4<bool>(kok[tk * 4u + $i] != 0u);
+        if (p.causal != 0u) { vis = vis & (vec4<i32>(myKeys[$i]) <= qpos); }
+        let pp = select(vec4<f32>(0.0), exp2(st[$i] * p.scale2 - lq), vis);
+        pr[$i] = pp;
+        ds[$i] = pp * (dpt[$i] - dq);
+      }
+      //@end
+      //@unroll j 4
+      Ps[cols[$j] * PS + tk] = vec4<f32>(pr[0][$j], pr[1][$j], pr[2][$j], pr[3][$j]);
+      dSs[cols[$j] * PS + tk] = vec4<f32>(ds[0][$j], ds[1][$j], ds[2][$j], ds[3][$j]);
+      //@end
+      workgroupBarrier();
+
+      for (var r = 0u; r < BR; r++) {
+        let pv = Ps[r * PS + tk];
+        let sv = dSs[r * PS + tk];
+        //@unroll c DC
+        {
+          let ov = dOs[r * DS + tq + TQ * $c];
+          let qv = Qs[r * DS + tq + TQ * $c];
+          //@unroll i 4
+          dv[$i][$c] = fma(vec4<f32>(pv[$i]), ov, dv[$i][$c]);
+          dk[$i][$c] = fma(vec4<f32>(sv[$i]), qv, dk[$i][$c]);
+          //@end
+        }
+        //@end
+      }
+    }
+    // Registers of step n -> workgroup memory, for the next iteration.
+    workgroupBarrier();
+    //@unroll u NQL
+    {
+      let e = tid + $u * NT;
+      if (e < BR * DV) {
+        Qs[(e / DV) * DS + e % DV] = qreg[$u];
+        dOs[(e / DV) * DS + e % DV] = oreg[$u];
+      }
+    }
+    //@end
+    //@unroll u NQM
+    if (tid + $u * NT < BR) {
+      qL[tid + $u * NT] = lreg[$u];
+      qD[tid + $u * NT] = dreg[$u];
+    }
+    //@end
+    workgroupBarrier();
+  }
+
+  //@unroll i 4
+  {
+    let s = s0 + tk * 4u + $i;
+    if (s < p.S) {
+      let base = ((b * p.S + s) * p.Hkv + kh) * D;
+      //@unroll c DC
+      {
+        let cc = tq + TQ * $c;
+        if (cc < DV) {
+          let yk = dk[$i][$c] * p.scale;
+          let yv = dv[$i][$c];
+          //@unroll e 4
+          if (D % 4u == 0u || cc * 4u + $e < D) {
+            dk_out[base + cc * 4u + $e] = yk[$e];
+            dv_out[base + cc * 4u + $e] = yv[$e];
+          }
+          //@end
+        }
+      }
+      //@end
+    }
+  }
+  //@end
+}
