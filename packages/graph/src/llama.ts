@@ -8,7 +8,7 @@ import {
   type Context,
   type DType,
 } from '@rusty/backend';
-import { add, attention, checkpoint, crossEntropy, linear, reshape, rope, swiglu, Tensor } from '@rusty/autograd';
+import { add, attention, checkpoint, crossEntropy, linear, reshape, rope, swiglu, Tensor, tidy } from '@rusty/autograd';
 import type { LlamaConfig } from './config';
 import type { KVCache } from './kv-cache';
 import { generate, generateStream, type GenerateOptions } from './generate';
@@ -61,6 +61,11 @@ export class LlamaAttention extends Module {
   }
 
   forward(x: Tensor, invFreq: Tensor, cache?: { kv: KVCache; layer: number }): Tensor {
+    // tidy: temporaries the graph does not save go back to the pool as soon as the block returns
+    return tidy(() => this.attend(x, invFreq, cache));
+  }
+
+  private attend(x: Tensor, invFreq: Tensor, cache?: { kv: KVCache; layer: number }): Tensor {
     const [b, t] = x.shape as [number, number, number];
     const { numAttentionHeads: nq, numKeyValueHeads: nkv, headDim: d } = this.config;
     const offset = cache ? cache.kv.length : 0;
@@ -84,7 +89,9 @@ export class LlamaMLP extends Module {
   }
 
   forward(x: Tensor): Tensor {
-    return proj(this, 'down_proj').forward(swiglu(proj(this, 'gate_proj').forward(x), proj(this, 'up_proj').forward(x)));
+    return tidy(() =>
+      proj(this, 'down_proj').forward(swiglu(proj(this, 'gate_proj').forward(x), proj(this, 'up_proj').forward(x))),
+    );
   }
 }
 
@@ -106,9 +113,11 @@ export class LlamaDecoderLayer extends Module {
   }
 
   forward(h: Tensor, invFreq: Tensor, cache?: { kv: KVCache; layer: number }): Tensor {
-    const a = this.selfAttn.forward(this.inputLayernorm.forward(h), invFreq, cache);
-    const [h1, x] = this.postAttentionLayernorm.forwardResidual(a, h);
-    return add(h1, this.mlp.forward(x));
+    return tidy(() => {
+      const a = this.selfAttn.forward(this.inputLayernorm.forward(h), invFreq, cache);
+      const [h1, x] = this.postAttentionLayernorm.forwardResidual(a, h);
+      return add(h1, this.mlp.forward(x));
+    });
   }
 }
 
@@ -158,22 +167,29 @@ export class LlamaForCausalLM extends Module {
   }
 
   forwardWithHidden(inputIds: Tensor, opts: { cache?: KVCache; outputHiddenStates?: boolean } = {}): CausalLMOutput {
-    const hidden: Tensor[] = [];
-    let h = this.embedTokens.forward(inputIds);
-    if (opts.outputHiddenStates) hidden.push(h);
-    this.layers.forEach((layer, i) => {
-      const c = opts.cache ? { kv: opts.cache, layer: i } : undefined;
-      h =
-        this.gradientCheckpointing && this.training && !c
-          ? checkpoint((x) => layer.forward(x, this.invFreq), h)
-          : layer.forward(h, this.invFreq, c);
-      if (opts.outputHiddenStates && i < this.layers.length - 1) hidden.push(h);
+    return tidy(() => {
+      const hidden: Tensor[] = [];
+      let h = this.embedTokens.forward(inputIds);
+      this.layers.forEach((layer, i) => {
+        if (opts.outputHiddenStates) hidden.push(h);
+        const c = opts.cache ? { kv: opts.cache, layer: i } : undefined;
+        const next =
+          this.gradientCheckpointing && this.training && !c
+            ? checkpoint((x) => layer.forward(x, this.invFreq), h)
+            : layer.forward(h, this.invFreq, c);
+        // the graph keeps what backward needs; drop our reference to the previous state early
+        if (!opts.outputHiddenStates) h.dispose();
+        h = next;
+      });
+      const last = h;
+      h = this.norm.forward(h);
+      last.dispose();
+      if (opts.outputHiddenStates) hidden.push(h);
+      if (opts.cache) opts.cache.advance(inputIds.shape[1]!);
+      const logits = this.lmHead ? this.lmHead.forward(h) : linearTied(h, this.embedTokens.weight);
+      if (!opts.outputHiddenStates) h.dispose();
+      return { logits, hiddenStates: opts.outputHiddenStates ? hidden : undefined };
     });
-    h = this.norm.forward(h);
-    if (opts.outputHiddenStates) hidden.push(h);
-    if (opts.cache) opts.cache.advance(inputIds.shape[1]!);
-    const logits = this.lmHead ? this.lmHead.forward(h) : linearTied(h, this.embedTokens.weight);
-    return { logits, hiddenStates: opts.outputHiddenStates ? hidden : undefined };
   }
 
   /**

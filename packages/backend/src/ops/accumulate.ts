@@ -1,6 +1,7 @@
 import accumulateWgsl from '../../../../shaders/accumulate.wgsl';
 import scaleWgsl from '../../../../shaders/scale.wgsl';
 import type { Context } from '../context';
+import { cachedKernel } from '../kernel-cache';
 import { ShapeError } from '../errors';
 import { grid1d } from '../grid';
 import { numel, type DeviceTensor } from '../tensor';
@@ -15,7 +16,7 @@ export function accumulate(ctx: Context, y: DeviceTensor, x: DeviceTensor, alpha
     scaleInPlace(ctx, y, beta + alpha);
     return;
   }
-  const k = ctx.kernel({
+  const k = cachedKernel(ctx, `accumulate:${x.dtype}`, () => ({
     name: 'accumulate',
     code: accumulateWgsl,
     bindings: [
@@ -23,7 +24,7 @@ export function accumulate(ctx: Context, y: DeviceTensor, x: DeviceTensor, alpha
       { name: 'y', access: 'rw', dtype: 'f32' },
     ],
     params: ['u32:n', 'u32:row', 'f32:alpha', 'f32:beta'],
-  });
+  }));
   const { wg, row } = grid1d(n, 256);
   ctx.dispatch(k, [x.buffer, y.buffer], wg, [n, row, alpha, beta]);
 }
@@ -32,12 +33,12 @@ export function accumulate(ctx: Context, y: DeviceTensor, x: DeviceTensor, alpha
 /** In place: `y *= alpha` (f32). */
 export function scaleInPlace(ctx: Context, y: DeviceTensor, alpha: number): void {
   const n = numel(y.shape);
-  const k = ctx.kernel({
+  const k = cachedKernel(ctx, 'scale_in_place', () => ({
     name: 'scale_in_place',
     code: scaleWgsl,
     bindings: [{ name: 'y', access: 'rw', dtype: 'f32' }],
     params: ['u32:n', 'u32:row', 'f32:alpha'],
-  });
+  }));
   const { wg, row } = grid1d(n, 256);
   ctx.dispatch(k, [y.buffer], wg, [n, row, alpha]);
 }

@@ -1,5 +1,6 @@
 import castWgsl from '../../../../shaders/cast.wgsl';
 import type { Context } from '../context';
+import { cachedKernel } from '../kernel-cache';
 import type { DType } from '../dtype';
 import { ShapeError } from '../errors';
 import { grid1d } from '../grid';
@@ -14,7 +15,7 @@ export function cast(ctx: Context, x: DeviceTensor, dtype: DType, out?: DeviceTe
   const y = out ?? empty(ctx, x.shape, dtype);
   const n = numel(x.shape);
   const kind = dtype === 'f32' ? 0 : dtype === 'f16' ? 1 : 2;
-  const k = ctx.kernel({
+  const k = cachedKernel(ctx, `cast:${x.dtype}:${kind}`, () => ({
     name: 'cast',
     code: castWgsl,
     bindings: [
@@ -23,7 +24,7 @@ export function cast(ctx: Context, x: DeviceTensor, dtype: DType, out?: DeviceTe
     ],
     params: ['u32:n', 'u32:row'],
     constants: { DST_KIND: kind },
-  });
+  }));
   const { wg, row } = grid1d(kind === 0 ? n : Math.ceil(n / 2), 256);
   ctx.dispatch(k, [x.buffer, y.buffer], wg, [n, row]);
   return y;

@@ -1,5 +1,6 @@
 import copyRowsWgsl from '../../../../shaders/copy-rows.wgsl';
 import type { Context } from '../context';
+import { cachedKernel } from '../kernel-cache';
 import { ShapeError } from '../errors';
 import { grid1d } from '../grid';
 import type { DeviceTensor } from '../tensor';
@@ -23,7 +24,7 @@ export function copyRows(
     throw new ShapeError(`copyRows: [${src.shape.join(', ')}] into f32 [${dst.shape.join(', ')}]`);
   if (srcOffset + rows > sr! || dstOffset + rows > dr!)
     throw new ShapeError(`copyRows: rows ${srcOffset}..${srcOffset + rows} -> ${dstOffset}..${dstOffset + rows} out of range`);
-  const k = ctx.kernel({
+  const k = cachedKernel(ctx, `copy_rows:${src.dtype}`, () => ({
     name: 'copy_rows',
     code: copyRowsWgsl,
     bindings: [
@@ -31,7 +32,7 @@ export function copyRows(
       { name: 'dst', access: 'rw', dtype: 'f32' },
     ],
     params: ['u32:batch', 'u32:rows', 'u32:row_len', 'u32:src_rows', 'u32:dst_rows', 'u32:src_off', 'u32:dst_off', 'u32:row'],
-  });
+  }));
   const { wg, row } = grid1d(b! * rows * rowLen, 256);
   ctx.dispatch(k, [src.buffer, dst.buffer], wg, [b!, rows, rowLen, sr!, dr!, srcOffset, dstOffset, row]);
 }

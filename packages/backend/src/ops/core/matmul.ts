@@ -4,6 +4,7 @@ import type { Context } from '../../context';
 import type { GpuBuffer } from '../../buffer-pool';
 import { ShapeError } from '../../errors';
 import { empty, numel, type DeviceTensor } from '../../tensor';
+import { reduce } from './reduce';
 import { assertFloat, broadcastShapes, cachedKernel, checkBinding, checkOut, fmtShape } from './util';
 
 /** A register-tiled configuration: BM x BN workgroup tile, BK K-slice, TM x TN outputs per thread, and the
@@ -61,6 +62,9 @@ export interface MatmulOptions {
   accumulate?: boolean;
   /** Write into this f32 tensor of the result's shape. It must not be an input. */
   out?: DeviceTensor;
+  /** Split K into this many chunks summed in a second pass (TN products only; `auto` chooses on GPUs when the
+   *  output has few tiles and K is long). Must divide K. */
+  splitK?: number;
   /** Kernel variant; default `auto`. */
   variant?: MatmulVariant | 'auto';
   /** Tuning: run this tile configuration instead of a numbered variant (see `checkTile` for the rules). */
@@ -117,6 +121,16 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
   checkBinding(ctx, a, 'matmul', 'A');
   checkBinding(ctx, b, 'matmul', 'B');
   checkBinding(ctx, opts.out ?? { buffer: a.buffer, dtype: 'f32', shape }, 'matmul', 'C');
+  const splits = splitK(ctx, M, N, K, batch, transA, transB, opts);
+  if (splits > 1) {
+    // few output tiles and a long K (weight gradients dW = dY^T X): compute partial products over K chunks as a
+    // batch (A [K, M] and B [K, N] split into contiguous row blocks), then sum them in a fixed order
+    const kc = K / splits;
+    const part = matmul(ctx, { ...a, shape: [splits, kc, M] }, { ...b, shape: [splits, kc, N] }, { transA: true, alpha: opts.alpha, splitK: 1 });
+    const r = reduce(ctx, 'sum', part, 0, { out: opts.out });
+    ctx.release(part.buffer);
+    return r;
+  }
   const c = opts.out ?? empty(ctx, shape);
   if (M * N * batch === 0) return c;
   let Mk = M;
@@ -227,4 +241,25 @@ export function checkTile(ctx: Context, t: MatmulTile): MatmulTile {
     8 * t.bk * (t.bm + t.bn) <= (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384);
   if (!ok) throw new ShapeError(`matmul: tile ${JSON.stringify(t)} breaks the tile rules (see checkTile)`);
   return t;
+}
+
+/** Outputs per workgroup tile that split-K aims to fill the GPU with (about 4 workgroups per SM on an H100). */
+const SPLIT_TARGET = 528;
+
+/** How many K chunks a TN product of one batch element is split into (1: none). */
+function splitK(ctx: Context, M: number, N: number, K: number, batch: number, transA: boolean, transB: boolean, opts: MatmulOptions): number {
+  if (opts.splitK !== undefined) {
+    if (!Number.isInteger(opts.splitK) || opts.splitK < 1 || K % opts.splitK)
+      throw new ShapeError(`matmul: splitK ${opts.splitK} must be a positive divisor of K = ${K}`);
+    if (opts.splitK > 1 && (!transA || transB || batch !== 1 || opts.accumulate || opts.bias))
+      throw new ShapeError('matmul: splitK is supported for unbatched TN products without bias or accumulate');
+    return opts.splitK;
+  }
+  if ((opts.variant ?? 'auto') !== 'auto' || opts.tile || ctx.info.isSoftware) return 1;
+  if (!transA || transB || batch !== 1 || opts.accumulate || opts.bias || K < 1024) return 1;
+  const tiles = Math.ceil(M / 64) * Math.ceil(N / 64);
+  if (tiles >= MIN_TILES) return 1;
+  let s = Math.min(16, Math.ceil(SPLIT_TARGET / tiles), Math.floor(K / 256));
+  while (s > 1 && K % s) s--;
+  return s;
 }

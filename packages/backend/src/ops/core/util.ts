@@ -1,4 +1,5 @@
 import type { Context, Kernel } from '../../context';
+import { cachedKernel as sharedCachedKernel } from '../../kernel-cache';
 import { storageBytes, type DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import type { KernelDef } from '../../kernel';
@@ -7,15 +8,9 @@ import { numel, type DeviceTensor } from '../../tensor';
 /** Most dimensions the strided kernels (broadcasting binary ops, gathers) take after merging dims. */
 export const MAX_RANK = 6;
 
-const memo = new WeakMap<Context, Map<string, Kernel>>();
-
-/** A kernel compiled once per context and `key` (skips building the key of `KernelDef` on hot paths). */
-export function cachedKernel(ctx: Context, key: string, def: () => KernelDef): Kernel {
-  let m = memo.get(ctx);
-  if (!m) memo.set(ctx, (m = new Map()));
-  let k = m.get(key);
-  if (!k) m.set(key, (k = ctx.kernel(def())));
-  return k;
+/** A kernel compiled once per context and `key` (see `kernel-cache.ts`; keys live in the 'core' namespace). */
+export function cachedKernel(ctx: Context, key: string, make: () => KernelDef): Kernel {
+  return sharedCachedKernel(ctx, `core:${key}`, make);
 }
 
 /** Row-major strides (in elements) of a shape. */

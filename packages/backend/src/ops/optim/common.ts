@@ -1,4 +1,5 @@
 import commonWgslSrc from '../../../../../shaders/optim-common.wgsl';
+import { cachedKernel as sharedCachedKernel } from '../../kernel-cache';
 import fillWgsl from '../../../../../shaders/optim-fill.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context, Kernel } from '../../context';
@@ -34,15 +35,9 @@ export interface GpuStepControls {
   maximize?: boolean;
 }
 
-const memo = new WeakMap<Context, Map<string, Kernel>>();
-
-/** Compile a kernel once per context under `key` (a string naming every choice that changes the def). */
+/** A kernel compiled once per context and `key` (see `kernel-cache.ts`; keys live in the 'optim' namespace). */
 export function cachedKernel(ctx: Context, key: string, make: () => KernelDef): Kernel {
-  let m = memo.get(ctx);
-  if (!m) memo.set(ctx, (m = new Map()));
-  let k = m.get(key);
-  if (!k) m.set(key, (k = ctx.kernel(make())));
-  return k;
+  return sharedCachedKernel(ctx, `optim:${key}`, make);
 }
 
 /** An optional input: bound as storage when present, else a one-element private array with a default. */

@@ -1,0 +1,80 @@
+// Benchmark: one full training step (forward, backward, AdamW) of a Llama, in tokens/s and peak GPU memory.
+// Prints one JSON object. Default: the issue-6 configuration (vocab 8192, hidden 512, intermediate 1376,
+// 8 layers, 8 heads, batch 16 x 256, f32). `--quick`: a tiny model for a CPU adapter.
+// Flags: --steps N (timed steps, default 10), --warmup N (default 3), --checkpointing, --profile.
+import { createContext } from '@rusty/backend';
+import { AdamW, Tensor, tidy } from '@rusty/autograd';
+import { LlamaForCausalLM, parseLlamaConfig } from '../index';
+
+const args = process.argv.slice(2);
+const flag = (n: string) => args.includes(n);
+const num = (n: string, d: number) => {
+  const i = args.indexOf(n);
+  return i >= 0 ? Number(args[i + 1]) : d;
+};
+const quick = flag('--quick');
+const cfg = quick
+  ? { vocab: 512, hidden: 64, inter: 176, layers: 2, heads: 4, batch: 2, seq: 32 }
+  : { vocab: 8192, hidden: 512, inter: 1376, layers: 8, heads: 8, batch: 16, seq: 256 };
+const steps = num('--steps', quick ? 3 : 10);
+const warmup = num('--warmup', quick ? 1 : 3);
+
+const ctx = await createContext({ profile: flag('--profile') });
+const config = parseLlamaConfig({
+  vocab_size: cfg.vocab,
+  hidden_size: cfg.hidden,
+  intermediate_size: cfg.inter,
+  num_hidden_layers: cfg.layers,
+  num_attention_heads: cfg.heads,
+  num_key_value_heads: cfg.heads,
+  max_position_embeddings: Math.max(2048, cfg.seq),
+  rms_norm_eps: 1e-5,
+});
+const model = new LlamaForCausalLM(ctx, config, { seed: 1, gradientCheckpointing: flag('--checkpointing') });
+const params = model.parameters();
+const opt = new AdamW(ctx, params, { lr: 1e-4, betas: [0.9, 0.95], weightDecay: 0.1 });
+const n = cfg.batch * cfg.seq;
+const ids = Int32Array.from({ length: n }, (_, i) => (i * 7919 + 13) % cfg.vocab);
+const input = Tensor.fromArray(ctx, ids, [cfg.batch, cfg.seq], { dtype: 'i32' });
+
+function step(): Tensor {
+  opt.zeroGrad();
+  const loss = tidy(() => {
+    const l = model.loss(input, ids).loss;
+    l.backward();
+    return l;
+  });
+  opt.step();
+  return loss;
+}
+
+for (let i = 0; i < warmup; i++) step().dispose();
+await ctx.sync();
+ctx.resetPeak();
+const d0 = ctx.stats.dispatches;
+const t0 = performance.now();
+let cpu = 0;
+let last: Tensor | null = null;
+for (let i = 0; i < steps; i++) {
+  const c0 = performance.now();
+  last?.dispose();
+  last = step();
+  cpu += performance.now() - c0;
+}
+const lossValue = await last!.item();
+const ms = (performance.now() - t0) / steps;
+const out = {
+  bench: 'llama-train-step',
+  adapter: `${ctx.info.vendor} ${ctx.info.architecture} ${ctx.info.description}`.trim(),
+  config: { ...cfg, dtype: 'f32', checkpointing: flag('--checkpointing') },
+  parameters: params.reduce((a, p) => a + p.size, 0),
+  stepMs: ms,
+  tokensPerSecond: n / (ms / 1000),
+  encodeCpuMsPerStep: cpu / steps,
+  dispatchesPerStep: (ctx.stats.dispatches - d0) / steps,
+  peakBytes: ctx.memory.peak,
+  loss: lossValue,
+  profile: flag('--profile') ? (await ctx.profiler.summary()).slice(0, 15) : undefined,
+};
+console.log(JSON.stringify(out));
+ctx.destroy();
