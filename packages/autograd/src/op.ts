@@ -13,7 +13,8 @@ export interface InputMeta {
 }
 
 export interface ForwardResult {
-  /** The op's outputs (owned by the new tensors). */
+  /** The op's outputs, each owned by its new tensor: an output that views an input's storage must hold its own
+   *  reference (`retain`, as `view` helpers do). */
   outputs: DeviceTensor | DeviceTensor[];
   /** What backward needs: inputs or outputs (kept alive by reference) or new tensors (owned by the op). */
   saved?: DeviceTensor[];
@@ -79,8 +80,6 @@ export function runOp<A>(def: OpDef<A>, inputs: Tensor[], attrs: A): Tensor[] {
   const data = inputs.map((t) => t.data);
   const res = def.forward(ctx, data, attrs);
   const outs = Array.isArray(res.outputs) ? res.outputs : [res.outputs];
-  // an output that is a view of an input shares its storage
-  for (const o of outs) if (data.some((t) => t.buffer === o.buffer)) retain(o.buffer);
   const record = isGradEnabled() && !!def.backward && inputs.some((t) => t.requiresGrad);
   const saved = res.saved ?? [];
   if (!record) {

@@ -1,6 +1,6 @@
 import { createContext, type Context } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gradcheck, Tensor } from '../index';
+import { gradcheck, Tensor, tidy } from '../index';
 import { add, div, exp, linear, log, matmul, mean, mul, reshape, scale, sigmoid, silu, square, sub, sum, tanh, transpose } from '../index';
 
 let ctx: Context;
@@ -65,6 +65,26 @@ describe('differentiable ops pass gradcheck', () => {
     const w = rnd([6, 5], 12);
     const bias = rnd([6], 13);
     await check('linear', (x, ww, bb) => linear(x, ww, bb), [a, w, bias]);
+  });
+
+  it('views and every op release their storage: live memory returns to its level after each step', async () => {
+    const x = rnd([4, 6], 20);
+    const w = rnd([6, 6], 21);
+    const step = () =>
+      tidy(() => {
+        const h = reshape(linear(reshape(x, [2, 2, 6]), w), [4, 6]);
+        sum(mul(transpose(h), transpose(h))).backward();
+      });
+    step();
+    x.zeroGrad();
+    w.zeroGrad();
+    const live = ctx.memory.live;
+    for (let i = 0; i < 5; i++) {
+      step();
+      x.zeroGrad();
+      w.zeroGrad();
+      expect(ctx.memory.live).toBe(live);
+    }
   });
 
   it('gradients accumulate over uses and into .grad across backward calls', async () => {
