@@ -38,12 +38,9 @@ export function checkpoint(fn: (...inputs: Tensor[]) => Tensor, ...inputs: Tenso
       y.dispose();
       return again.map((t) => {
         const gr = t.grad;
-        t.grad = null;
-        t.dispose();
-        if (!gr) return null;
-        const d = gr.data;
-        retain(d.buffer);
-        gr.dispose();
+        const d = gr?.data ?? null;
+        if (d) retain(d.buffer);
+        t.dispose(); // releases the tensor and its gradient; `d` keeps its own reference
         return d;
       });
     },

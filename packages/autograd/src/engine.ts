@@ -31,16 +31,20 @@ function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((d, i) => d === b[i]);
 }
 
-/** Add an owned gradient into a leaf's `.grad`. */
+/** Add an owned gradient into a leaf's `.grad` (reusing the leaf's gradient buffer across steps). */
 function accumulateLeaf(ctx: Context, leaf: Tensor, g: DeviceTensor): void {
   if (!sameShape(g.shape, leaf.shape) && numel(g.shape) !== leaf.size)
     throw new ShapeError(`gradient [${g.shape.join(', ')}] does not match leaf [${leaf.shape.join(', ')}]`);
-  if (!leaf.grad || leaf.grad.disposed) {
+  const { grad, fresh } = leaf.gradSlot();
+  if (!grad) {
     const data = sameShape(g.shape, leaf.shape) ? g : { ...g, shape: [...leaf.shape] };
     leaf.grad = new Tensor(ctx, data, false, null, 0, false);
     return;
   }
-  accumulate(ctx, leaf.grad.data, g);
+  // overwrite a stale gradient (after zeroGrad) or add to a live one: the gradient keeps one buffer across
+  // steps, so with the pool handing buffers out by id every step reuses the same buffers and bind groups
+  accumulate(ctx, grad.data, g, 1, fresh ? 0 : 1);
+  leaf.markGradWritten();
   releaseRef(ctx, g.buffer);
 }
 

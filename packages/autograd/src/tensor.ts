@@ -40,8 +40,10 @@ export class AutogradError extends RustyError {
  */
 export class Tensor {
   readonly isTensor = true;
-  /** Gradient accumulated by `backward()` (leaves that require grad). */
-  grad: Tensor | null = null;
+  private _grad: Tensor | null = null;
+  /** `zeroGrad` keeps the gradient's storage for the next backward (steady buffers, cached bind groups) and
+   *  only marks it stale: it reads as null until backward writes it again. */
+  private _gradStale = false;
   /** The operation that produced this tensor (null for leaves). */
   node: Node | null;
   /** Which output of `node` this is. */
@@ -165,16 +167,43 @@ export class Tensor {
   /** Release the storage (the graph keeps what backward still needs). Idempotent. */
   dispose(): void {
     if (!this._data) return;
+    this._grad?.dispose();
+    this._grad = null;
     releaseRef(this.ctx, this._data.buffer);
     finalizer.unregister(this);
     this._data = null;
     untrack(this);
   }
 
-  /** Drop the accumulated gradient. */
-  zeroGrad(): void {
-    this.grad?.dispose();
-    this.grad = null;
+  /** Gradient accumulated by `backward()` (leaves that require grad); null when there is none. */
+  get grad(): Tensor | null {
+    return this._gradStale ? null : this._grad;
+  }
+
+  set grad(g: Tensor | null) {
+    if (this._grad && this._grad !== g) this._grad.dispose();
+    this._grad = g;
+    this._gradStale = false;
+  }
+
+  /**
+   * Forget the accumulated gradient (`.grad` reads null, like PyTorch's `zero_grad(set_to_none=True)`). Its
+   * storage is kept for the next backward unless `release` is set.
+   */
+  zeroGrad(release = false): void {
+    if (release) this.grad = null;
+    else if (this._grad) this._gradStale = true;
+  }
+
+  /** @internal The gradient buffer to accumulate into: `fresh` when it holds a stale value to overwrite. */
+  gradSlot(): { grad: Tensor | null; fresh: boolean } {
+    const g = this._grad && !this._grad.disposed ? this._grad : null;
+    return { grad: g, fresh: this._gradStale };
+  }
+
+  /** @internal Mark the kept gradient buffer as written. */
+  markGradWritten(): void {
+    this._gradStale = false;
   }
 
   /** Replace the storage with another of the same shape (optimizers, loading weights). Keeps `grad`. */

@@ -31,7 +31,7 @@ export function sizeClass(bytes: number): number {
 
 const USAGE = 0x80 /* STORAGE */ | 0x04 /* COPY_SRC */ | 0x08; /* COPY_DST */
 
-/** Buffers by size class with reuse; accounting for `ctx.memory`. */
+/** Buffers by size class with reuse (lowest id first); accounting for `ctx.memory`. */
 export class BufferPool {
   private free = new Map<number, GpuBuffer[]>();
   private nextId = 1;
@@ -78,7 +78,11 @@ export class BufferPool {
     }
     let list = this.free.get(buf.size);
     if (!list) this.free.set(buf.size, (list = []));
-    list.push(buf);
+    // kept in descending id order and popped from the end: a step that allocates like the previous one gets the
+    // same buffers whatever order they were released in, so its bind groups come from the cache
+    let i = list.length;
+    while (i > 0 && list[i - 1]!.id < buf.id) i--;
+    list.splice(i, 0, buf);
     this.stats.pooled += buf.size;
   }
 
