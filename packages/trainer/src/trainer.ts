@@ -1,0 +1,581 @@
+import { accumulate, ConfigError, fill, type Context, type DeviceTensor } from '@rusty/backend';
+import { clipGradNorm, noGrad, Tensor, tidy } from '@rusty/autograd';
+import { loraModules, type Module } from '@rusty/graph';
+import { findLatestCheckpoint, loadCheckpoint, saveCheckpoint, type CheckpointContents, type CheckpointPhase, type Stateful } from './checkpoint/checkpoint';
+import { loadLoraCheckpoint, saveLoraCheckpoint } from './checkpoint/lora';
+import { DataLoader, type Batch } from './data/dataloader';
+import { IGNORE_INDEX, type Dataset } from './data/dataset';
+import { TrainerError } from './errors';
+import { GradScaler, type SteppableOptimizer } from './grad-scaler';
+import { MetricsWriter } from './metrics';
+import { castFrozenParameters, type HalfDType } from './mixed-precision';
+import { processSignals, type SignalSource } from './signals';
+
+/** What the Trainer trains: `LlamaForCausalLM` fits (HF loss with label shift inside `loss`). */
+export interface TrainerModel {
+  loss(inputIds: Tensor, labels: ArrayLike<number>): { loss: Tensor };
+  trainableParameters(): [string, Tensor][];
+  train?(on?: boolean): unknown;
+  eval?(): unknown;
+}
+
+/** An LR scheduler (`LRScheduler` of `@rusty/autograd`). */
+export interface Scheduler extends Stateful {
+  step(): void;
+}
+
+/** One record per optimizer step (also the lines of the metrics JSONL). */
+export interface StepMetrics {
+  kind: 'train';
+  /** Optimizer steps done, this one included (1-based). */
+  step: number;
+  /** Mean of the micro-batch losses of this step (unscaled). */
+  loss: number;
+  /** Learning rate this step used (first parameter group). */
+  lr: number;
+  /** Global L2 norm of the gradients before clipping (unscaled; NaN with `logGradNorm: false` and no clipping). */
+  gradNorm: number;
+  /** Input tokens per second over this step (padding included). */
+  tokensPerSec: number;
+  /** Seconds since training started (across resumes). */
+  elapsed: number;
+  /** Seconds this step took. */
+  stepTime: number;
+  /** Data epoch the step's last batch came from. */
+  epoch: number;
+  /** Loss scale used (with a GradScaler). */
+  lossScale?: number;
+  /** The step found inf/NaN gradients and was skipped (with a GradScaler). */
+  skipped?: boolean;
+}
+
+/** Result of an evaluation pass. */
+export interface EvalMetrics {
+  kind: 'eval';
+  step: number;
+  /** Mean loss over every target token of the evaluation data. */
+  loss: number;
+  /** exp(loss). */
+  perplexity: number;
+  /** Target tokens evaluated. */
+  tokens: number;
+  batches: number;
+  elapsed: number;
+}
+
+/** Progress report (see `TrainerOptions.progress`). */
+export interface ProgressInfo {
+  step: number;
+  maxSteps: number;
+  loss: number;
+  lr: number;
+  tokensPerSec: number;
+  elapsed: number;
+  /** Estimated seconds left. */
+  eta: number;
+}
+
+/** Return `'stop'` (or `false`) from a callback to end training after the current step. */
+export type CallbackResult = void | boolean | 'stop' | Promise<void | boolean | 'stop'>;
+
+export interface TrainerCallbacks {
+  onStep?(m: StepMetrics, trainer: Trainer): CallbackResult;
+  onEval?(m: EvalMetrics, trainer: Trainer): CallbackResult;
+  /** After a checkpoint is committed. */
+  onCheckpoint?(path: string, step: number, trainer: Trainer): void | Promise<void>;
+  /** During a checkpoint save, after each phase (see `CheckpointPhase`); a returned promise is awaited. */
+  onCheckpointPhase?(phase: CheckpointPhase, dir: string, trainer: Trainer): void | Promise<void>;
+  onProgress?(p: ProgressInfo, trainer: Trainer): void;
+}
+
+/** Mixed-precision settings: 16-bit frozen weights, optional dynamic loss scaling. */
+export interface MixedPrecisionOptions {
+  dtype: HalfDType;
+  /** Use a GradScaler. Default true for f16, false for bf16 (as in PyTorch AMP). */
+  lossScaling?: boolean;
+}
+
+export interface TrainerOptions {
+  model: TrainerModel;
+  optimizer: SteppableOptimizer;
+  /** Training batches (epochs roll over by themselves). */
+  data: DataLoader;
+  /** Optimizer steps to train to (a resumed run continues to the same total). */
+  maxSteps: number;
+  scheduler?: Scheduler;
+  /** Micro-batches per optimizer step (gradients are averaged). Default 1. */
+  gradientAccumulationSteps?: number;
+  /** Clip the global gradient norm to this (PyTorch `clip_grad_norm_`, on the GPU); null: no clipping. Default 1.0. */
+  maxGradNorm?: number | null;
+  /** Compute the gradient norm for the metrics when not clipping (one pass over the gradients). Default true. */
+  logGradNorm?: boolean;
+  /** Evaluation data: a dataset (batched like `data`) or a loader. */
+  evalData?: Dataset | DataLoader;
+  /** Evaluate every N steps (and at the end). Default: only at the end. */
+  evalEvery?: number;
+  /** At most this many evaluation batches per pass. Default all. */
+  evalBatches?: number;
+  /** Append one JSON object per step (and per evaluation) to this file. */
+  metricsFile?: string;
+  /** Root of the checkpoints (`checkpoint-<step>` directories and the `latest` pointer). */
+  checkpointDir?: string;
+  /** Save every N steps. Default: only at the end and on interrupt. */
+  saveEvery?: number;
+  /** Checkpoints to keep. Default 3. */
+  keepLast?: number;
+  /** Save the weights as a PEFT adapter (default: when the model has LoRA modules). */
+  lora?: boolean;
+  /** 16-bit storage of frozen weights ('f16' | 'bf16' or options); the trainable weights stay f32. */
+  mixedPrecision?: HalfDType | MixedPrecisionOptions;
+  /** A loss scaler (created by `mixedPrecision` 'f16' when absent). */
+  scaler?: GradScaler;
+  callbacks?: TrainerCallbacks | TrainerCallbacks[];
+  /** Stop when the evaluation loss has not improved by `minDelta` for `patience` evaluations. */
+  earlyStopping?: { patience: number; minDelta?: number };
+  /** Interrupt source (default: this process's SIGINT/SIGTERM); false: none. */
+  signals?: SignalSource | false;
+  /** true: a progress line on stderr (at most one a second); a function: called every step. */
+  progress?: boolean | ((p: ProgressInfo) => void);
+  /** Replace the loss (default `model.loss(inputIds, batch.labels).loss`). Must return a one-element tensor. */
+  computeLoss?: (batch: Batch, inputIds: Tensor, model: TrainerModel) => Tensor;
+  /**
+   * Encode step N+1 while the GPU runs step N (default true): the host never waits for a read-back. Step
+   * callbacks then run one step late, so a stop they request takes effect after the step in flight.
+   */
+  pipeline?: boolean;
+}
+
+/** Why `fit()` returned. */
+export type StopReason = 'max-steps' | 'early-stop' | 'callback' | 'interrupted';
+
+export interface FitResult {
+  /** Steps done in total. */
+  step: number;
+  reason: StopReason;
+  /** Loss of the last step. */
+  loss: number;
+  /** The last evaluation, if any. */
+  eval: EvalMetrics | null;
+  /** The last checkpoint written, if any. */
+  checkpoint: string | null;
+  /** Step the run resumed from (null for a fresh start). */
+  resumedFrom: number | null;
+}
+
+interface InFlight {
+  step: number;
+  stats: DeviceTensor;
+  read: Promise<ArrayBuffer>;
+  lr: number;
+  tokens: number;
+  epoch: number;
+}
+
+const isLoader = (d: Dataset | DataLoader): d is DataLoader => d instanceof DataLoader;
+
+/**
+ * The training loop: gradient accumulation, clipping, LR schedule, mixed precision with dynamic loss scaling
+ * (all on the GPU, no read-back inside a step), evaluation, metrics JSONL, callbacks, early stopping, atomic
+ * checkpoints with exact resume, and a clean stop on Ctrl-C.
+ *
+ * ```ts
+ * const trainer = new Trainer({ model, optimizer, scheduler, data: new DataLoader(train, 8, { shuffle: true }),
+ *   maxSteps: 1000, evalData: validation, evalEvery: 100, checkpointDir: 'runs/x', saveEvery: 100,
+ *   metricsFile: 'runs/x/metrics.jsonl' });
+ * const result = await trainer.fit({ resume: true });
+ * ```
+ */
+export class Trainer {
+  readonly ctx: Context;
+  readonly model: TrainerModel;
+  readonly optimizer: SteppableOptimizer;
+  readonly scheduler: Scheduler | undefined;
+  readonly data: DataLoader;
+  readonly scaler: GradScaler | undefined;
+  readonly accumulation: number;
+  readonly maxGradNorm: number | null;
+  /** Optimizer steps done. */
+  step = 0;
+  /** Set by a stop request (`stop()`, a callback, early stopping or a signal); cleared by `fit()`. */
+  stopReason: StopReason | null = null;
+  private readonly opts: TrainerOptions;
+  private readonly callbacks: TrainerCallbacks[];
+  private readonly params: Tensor[];
+  private readonly lora: boolean;
+  private seeds = new Map<string, Tensor>();
+  private elapsedBefore = 0;
+  private startTime = 0;
+  private lastDone = 0;
+  private bestEval = Infinity;
+  private badEvals = 0;
+  private lastLoss = NaN;
+  private lastEval: EvalMetrics | null = null;
+  private lastCheckpoint: string | null = null;
+  /** Step of the newest checkpoint written or loaded (nothing to save again at that step). */
+  private savedStep = -1;
+  private metrics: MetricsWriter | null = null;
+  private lastProgress = 0;
+
+  constructor(opts: TrainerOptions) {
+    this.opts = opts;
+    this.model = opts.model;
+    this.optimizer = opts.optimizer;
+    this.ctx = opts.optimizer.ctx;
+    this.scheduler = opts.scheduler;
+    this.data = opts.data;
+    this.accumulation = opts.gradientAccumulationSteps ?? 1;
+    this.maxGradNorm = opts.maxGradNorm === undefined ? 1.0 : opts.maxGradNorm;
+    this.callbacks = opts.callbacks ? (Array.isArray(opts.callbacks) ? opts.callbacks : [opts.callbacks]) : [];
+    if (!Number.isInteger(opts.maxSteps) || opts.maxSteps < 0) throw new ConfigError(`maxSteps must be a non-negative integer, got ${opts.maxSteps}`);
+    if (!Number.isInteger(this.accumulation) || this.accumulation < 1)
+      throw new ConfigError(`gradientAccumulationSteps must be a positive integer, got ${this.accumulation}`);
+    if (this.maxGradNorm !== null && !(this.maxGradNorm > 0)) throw new ConfigError(`maxGradNorm must be > 0 or null, got ${this.maxGradNorm}`);
+    for (const k of ['evalEvery', 'saveEvery', 'keepLast', 'evalBatches'] as const) {
+      const v = opts[k];
+      if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new ConfigError(`${k} must be a positive integer, got ${v}`);
+    }
+    if (opts.evalEvery && !opts.evalData) throw new ConfigError('evalEvery needs evalData');
+    if (opts.saveEvery && !opts.checkpointDir) throw new ConfigError('saveEvery needs checkpointDir');
+    if (opts.earlyStopping && !opts.evalData) throw new ConfigError('earlyStopping needs evalData (it watches the evaluation loss)');
+    this.params = opts.optimizer.paramGroups.flatMap((g) => g.params);
+    const mp = typeof opts.mixedPrecision === 'string' ? { dtype: opts.mixedPrecision } : opts.mixedPrecision;
+    if (mp) {
+      const named = opts.model as unknown as { namedParameters?: () => Iterable<[string, Tensor]> };
+      if (typeof named.namedParameters !== 'function') throw new ConfigError('mixedPrecision needs a model with namedParameters() (a Module)');
+      castFrozenParameters(named as { namedParameters(): Iterable<[string, Tensor]> }, mp.dtype);
+    }
+    this.scaler = opts.scaler ?? (mp && (mp.lossScaling ?? mp.dtype === 'f16') ? new GradScaler(this.ctx) : undefined);
+    const asModule = opts.model as unknown as Module;
+    this.lora = opts.lora ?? (typeof asModule.namedModules === 'function' && loraModules(asModule).size > 0);
+  }
+
+  /** Request a stop at the next step boundary (a checkpoint is saved when `checkpointDir` is set). */
+  stop(reason: StopReason = 'callback'): void {
+    this.stopReason ??= reason;
+  }
+
+  private seed(shape: readonly number[], value: number): Tensor {
+    const key = `${shape.join(',')}:${value}`;
+    let s = this.seeds.get(key);
+    if (!s) this.seeds.set(key, (s = Tensor.full(this.ctx, shape, value).keep()));
+    return s;
+  }
+
+  private lossOf(batch: Batch, ids: Tensor): Tensor {
+    const loss = this.opts.computeLoss ? this.opts.computeLoss(batch, ids, this.model) : this.model.loss(ids, batch.labels).loss;
+    if (loss.size !== 1) throw new TrainerError(`the loss must have one element, got shape [${loss.shape.join(', ')}]`);
+    return loss;
+  }
+
+  /** Encode one optimizer step on the GPU (no read-back); returns its stats tensor [loss, gradNorm, scale, foundInf]. */
+  private encodeStep(): InFlight {
+    const ctx = this.ctx;
+    const lr = this.optimizer.paramGroups[0]?.lr ?? 0;
+    this.optimizer.zeroGrad();
+    const stats = fill(ctx, [4], 0);
+    try {
+      return this.encodeInto(stats, lr);
+    } catch (e) {
+      ctx.release(stats.buffer);
+      throw e;
+    }
+  }
+
+  private encodeInto(stats: DeviceTensor, lr: number): InFlight {
+    const ctx = this.ctx;
+    const acc = this.accumulation;
+    const lossAcc = acc > 1 ? fill(ctx, [1], 0) : null;
+    let tokens = 0;
+    let epoch = this.data.epoch;
+    for (let m = 0; m < acc; m++) {
+      const batch = this.data.next();
+      epoch = batch.epoch;
+      tokens += batch.batch * batch.seqLen;
+      const ids = Tensor.fromArray(ctx, batch.inputIds, [batch.batch, batch.seqLen], { dtype: 'i32' });
+      try {
+        tidy(() => {
+          const loss = this.lossOf(batch, ids);
+          const g = this.scaler ? this.scaler.lossGradient(loss, 1 / acc) : this.seed(loss.shape, 1 / acc);
+          loss.backward(g);
+          if (lossAcc) accumulate(ctx, lossAcc, loss.data, 1 / acc);
+          else ctx.copy(loss.data.buffer, stats.buffer, 4, 0, 0);
+        });
+      } finally {
+        ids.dispose();
+      }
+    }
+    if (lossAcc) {
+      ctx.copy(lossAcc.buffer, stats.buffer, 4, 0, 0);
+      ctx.release(lossAcc.buffer);
+    }
+    if (this.scaler) {
+      this.scaler.unscaleAndCheck(this.params);
+      ctx.copy(this.scaler.state.buffer, stats.buffer, 4, 0, 8);
+      ctx.copy(this.scaler.foundInf.buffer, stats.buffer, 4, 0, 12);
+    }
+    const clip = this.maxGradNorm !== null || (this.opts.logGradNorm ?? true) ? clipGradNorm(this.params, this.maxGradNorm ?? Infinity) : null;
+    if (clip) ctx.copy(clip.buffer, stats.buffer, 4, 4, 4);
+    else ctx.write(stats.buffer, new Float32Array([NaN]), 4);
+    this.optimizer.step({ gradScale: this.maxGradNorm !== null ? clip! : undefined, skip: this.scaler?.skip });
+    this.scaler?.update();
+    this.scheduler?.step();
+    if (clip) ctx.release(clip.buffer);
+    this.optimizer.zeroGrad();
+    this.step++;
+    return { step: this.step, stats, read: ctx.read(stats.buffer, 16), lr, tokens, epoch };
+  }
+
+  private elapsed(): number {
+    return this.elapsedBefore + (performance.now() - this.startTime) / 1000;
+  }
+
+  private async runCallbacks(kind: 'onStep' | 'onEval', m: StepMetrics | EvalMetrics): Promise<void> {
+    for (const c of this.callbacks) {
+      const fn = c[kind] as ((m: StepMetrics | EvalMetrics, t: Trainer) => CallbackResult) | undefined;
+      if (!fn) continue;
+      const r = await fn.call(c, m, this);
+      if (r === 'stop' || r === false) this.stop('callback');
+    }
+  }
+
+  /** Read a step's stats back, log them and run the step callbacks. */
+  private async finishStep(f: InFlight): Promise<StepMetrics> {
+    const buf = await f.read;
+    this.ctx.release(f.stats.buffer);
+    const v = new Float32Array(buf);
+    const now = performance.now();
+    const stepTime = (now - this.lastDone) / 1000;
+    this.lastDone = now;
+    const m: StepMetrics = {
+      kind: 'train',
+      step: f.step,
+      loss: v[0]!,
+      lr: f.lr,
+      gradNorm: v[1]!,
+      tokensPerSec: stepTime > 0 ? f.tokens / stepTime : 0,
+      elapsed: this.elapsed(),
+      stepTime,
+      epoch: f.epoch,
+    };
+    if (this.scaler) {
+      m.lossScale = v[2]!;
+      m.skipped = new Uint32Array(buf)[3] !== 0;
+    }
+    this.lastLoss = m.loss;
+    this.metrics?.write(m as unknown as Record<string, unknown>);
+    const p: ProgressInfo = {
+      step: m.step,
+      maxSteps: this.opts.maxSteps,
+      loss: m.loss,
+      lr: m.lr,
+      tokensPerSec: m.tokensPerSec,
+      elapsed: m.elapsed,
+      eta: m.stepTime * Math.max(0, this.opts.maxSteps - m.step),
+    };
+    if (typeof this.opts.progress === 'function') this.opts.progress(p);
+    else if (this.opts.progress && (now - this.lastProgress > 1000 || m.step === this.opts.maxSteps)) {
+      this.lastProgress = now;
+      process.stderr.write(
+        `step ${p.step}/${p.maxSteps}  loss ${p.loss.toFixed(4)}  lr ${p.lr.toExponential(2)}  ` +
+          `${Math.round(p.tokensPerSec)} tok/s  elapsed ${fmtTime(p.elapsed)}  eta ${fmtTime(p.eta)}\n`,
+      );
+    }
+    for (const c of this.callbacks) c.onProgress?.(p, this);
+    await this.runCallbacks('onStep', m);
+    return m;
+  }
+
+  /**
+   * One pass over the evaluation data without gradients: the loss averaged over every target token (the
+   * positions whose shifted label is not -100) and its perplexity.
+   */
+  async evaluate(): Promise<EvalMetrics> {
+    const src = this.opts.evalData;
+    if (!src) throw new ConfigError('evaluate() needs evalData');
+    const loader = isLoader(src) ? new DataLoader(src.dataset, src.batchSize, { prefetch: 0 }) : new DataLoader(src, this.data.batchSize, { prefetch: 0 });
+    const ctx = this.ctx;
+    this.model.eval?.();
+    const sum = fill(ctx, [1], 0);
+    let tokens = 0;
+    let batches = 0;
+    try {
+      for (const batch of loader) {
+        if (this.opts.evalBatches && batches >= this.opts.evalBatches) break;
+        batches++;
+        const n = countTargets(batch);
+        if (!n) continue;
+        tokens += n;
+        const ids = Tensor.fromArray(ctx, batch.inputIds, [batch.batch, batch.seqLen], { dtype: 'i32' });
+        noGrad(() => tidy(() => accumulate(ctx, sum, this.lossOf(batch, ids).data, n)));
+        ids.dispose();
+      }
+    } finally {
+      this.model.train?.(true);
+    }
+    const total = new Float32Array(await ctx.read(sum.buffer, 4))[0]!;
+    ctx.release(sum.buffer);
+    const loss = tokens ? total / tokens : NaN;
+    const m: EvalMetrics = { kind: 'eval', step: this.step, loss, perplexity: Math.exp(loss), tokens, batches, elapsed: this.startTime ? this.elapsed() : this.elapsedBefore };
+    this.lastEval = m;
+    return m;
+  }
+
+  private async evalAndReport(): Promise<void> {
+    const m = await this.evaluate();
+    this.metrics?.write(m as unknown as Record<string, unknown>);
+    if (this.opts.progress === true)
+      process.stderr.write(`eval at step ${m.step}: loss ${m.loss.toFixed(4)}  perplexity ${m.perplexity.toFixed(2)}\n`);
+    await this.runCallbacks('onEval', m);
+    const es = this.opts.earlyStopping;
+    if (es) {
+      if (m.loss < this.bestEval - (es.minDelta ?? 0)) {
+        this.bestEval = m.loss;
+        this.badEvals = 0;
+      } else if (++this.badEvals >= es.patience) this.stop('early-stop');
+    }
+  }
+
+  /** The state a checkpoint holds. */
+  private contents(): Omit<CheckpointContents, 'params'> {
+    return {
+      step: this.step,
+      optimizer: this.optimizer,
+      scheduler: this.scheduler,
+      scaler: this.scaler,
+      dataLoader: this.data,
+      extra: {
+        elapsed: this.startTime ? this.elapsed() : this.elapsedBefore,
+        bestEval: Number.isFinite(this.bestEval) ? this.bestEval : null,
+        badEvals: this.badEvals,
+        lastLoss: Number.isFinite(this.lastLoss) ? this.lastLoss : null,
+      },
+    };
+  }
+
+  /** Write a checkpoint of the current state now (needs `checkpointDir`). */
+  async saveCheckpoint(): Promise<string> {
+    const root = this.opts.checkpointDir;
+    if (!root) throw new ConfigError('saveCheckpoint() needs checkpointDir');
+    const so = {
+      keepLast: this.opts.keepLast ?? 3,
+      onPhase: async (phase: CheckpointPhase, dir: string) => {
+        for (const c of this.callbacks) await c.onCheckpointPhase?.(phase, dir, this);
+      },
+    };
+    const path = this.lora
+      ? await saveLoraCheckpoint(root, { ...this.contents(), model: this.model as unknown as Module }, so)
+      : await saveCheckpoint(root, { ...this.contents(), params: this.model }, so);
+    this.lastCheckpoint = path;
+    this.savedStep = this.step;
+    for (const c of this.callbacks) await c.onCheckpoint?.(path, this.step, this);
+    return path;
+  }
+
+  /**
+   * Restore weights, optimizer, scheduler, scaler, data position and counters from a checkpoint (`path`: a
+   * checkpoint directory or a root; default `checkpointDir`). Returns the step restored, or null when the root
+   * has no checkpoint yet.
+   */
+  async resume(path?: string): Promise<number | null> {
+    const root = path ?? this.opts.checkpointDir;
+    if (!root) throw new ConfigError('resume() needs a path or checkpointDir');
+    if (!path && !(await findLatestCheckpoint(root))) return null;
+    let extra: Record<string, unknown> | null;
+    let step: number;
+    if (this.lora) {
+      const ck = await loadLoraCheckpoint(root);
+      await ck.restore({ model: this.model as unknown as Module, optimizer: this.optimizer, scheduler: this.scheduler, scaler: this.scaler, dataLoader: this.data });
+      extra = ck.extra;
+      step = ck.step;
+    } else {
+      const ck = await loadCheckpoint(root);
+      ck.restore({ params: this.model, optimizer: this.optimizer, scheduler: this.scheduler, scaler: this.scaler, dataLoader: this.data });
+      extra = ck.extra;
+      step = ck.step;
+    }
+    this.step = step;
+    this.savedStep = step;
+    this.elapsedBefore = typeof extra?.elapsed === 'number' ? extra.elapsed : 0;
+    this.bestEval = typeof extra?.bestEval === 'number' ? extra.bestEval : Infinity;
+    this.badEvals = typeof extra?.badEvals === 'number' ? extra.badEvals : 0;
+    this.lastLoss = typeof extra?.lastLoss === 'number' ? extra.lastLoss : NaN;
+    return step;
+  }
+
+  /**
+   * Train until `maxSteps` (or an early stop, a callback's stop, an interrupt). With `resume: true` the newest
+   * checkpoint under `checkpointDir` is loaded first (when there is one); a string resumes from that path.
+   */
+  async fit(opts: { resume?: boolean | string } = {}): Promise<FitResult> {
+    const o = this.opts;
+    let resumedFrom: number | null = null;
+    if (opts.resume) resumedFrom = await this.resume(typeof opts.resume === 'string' ? opts.resume : undefined);
+    this.stopReason = null;
+    this.metrics = o.metricsFile ? new MetricsWriter(o.metricsFile, { keepUpToStep: this.step }) : null;
+    const signals = o.signals === false ? null : (o.signals ?? processSignals());
+    let interrupts = 0;
+    const unsubscribe = signals?.subscribe((sig) => {
+      if (++interrupts > 1) signals.forceExit?.(sig);
+      this.stop('interrupted');
+    });
+    this.startTime = performance.now();
+    this.lastDone = this.startTime;
+    this.model.train?.(true);
+    const pipeline = o.pipeline ?? true;
+    let inFlight: InFlight | null = null;
+    const boundary = (s: number) =>
+      s >= o.maxSteps || (!!o.evalEvery && s % o.evalEvery === 0) || (!!o.saveEvery && s % o.saveEvery === 0);
+    try {
+      while (this.step < o.maxSteps && !this.stopReason) {
+        const f = this.encodeStep();
+        if (inFlight) await this.finishStep(inFlight);
+        inFlight = f;
+        if (!pipeline || boundary(f.step) || this.stopReason) {
+          await this.finishStep(f);
+          inFlight = null;
+          if (o.evalEvery && f.step % o.evalEvery === 0 && f.step < o.maxSteps) await this.evalAndReport();
+          if (o.saveEvery && f.step % o.saveEvery === 0) await this.saveCheckpoint();
+        }
+      }
+      if (inFlight) await this.finishStep(inFlight);
+      inFlight = null;
+      if (o.evalData && (this.step >= o.maxSteps || this.stopReason === 'early-stop') && this.lastEval?.step !== this.step) await this.evalAndReport();
+      if (o.checkpointDir && this.savedStep !== this.step) await this.saveCheckpoint();
+    } finally {
+      if (inFlight) await inFlight.read.catch(() => undefined);
+      unsubscribe?.();
+      this.metrics?.close();
+      this.metrics = null;
+      this.elapsedBefore = this.elapsed();
+      this.startTime = 0;
+    }
+    return {
+      step: this.step,
+      reason: this.stopReason ?? 'max-steps',
+      loss: this.lastLoss,
+      eval: this.lastEval,
+      checkpoint: this.lastCheckpoint,
+      resumedFrom,
+    };
+  }
+
+  /** Release what the Trainer allocated (seed tensors, a scaler it created). */
+  dispose(): void {
+    for (const s of this.seeds.values()) s.dispose();
+    this.seeds.clear();
+    if (this.scaler && !this.opts.scaler) this.scaler.dispose();
+  }
+}
+
+/** Targets of a batch after the model's label shift: positions t >= 1 whose label is not ignored. */
+export function countTargets(b: Batch): number {
+  let n = 0;
+  for (let r = 0; r < b.batch; r++) for (let t = 1; t < b.seqLen; t++) if (b.labels[r * b.seqLen + t] !== IGNORE_INDEX) n++;
+  return n;
+}
+
+function fmtTime(s: number): string {
+  if (!Number.isFinite(s)) return '?';
+  const m = Math.floor(s / 60);
+  return m ? `${m}m${String(Math.round(s % 60)).padStart(2, '0')}s` : `${s.toFixed(1)}s`;
+}
