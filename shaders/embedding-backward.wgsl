@@ -3,11 +3,15 @@
 //   offsets: offs[v] = lower_bound(keys[0..n), v) for v in [0, vocab] (binary search, one thread each)
 //   accum:   one workgroup per vocabulary row v: sums dy rows vals[offs[v]], ..., vals[offs[v+1] - 1]
 // Cost: sort O(N log^2 N), offsets O(vocab log N), accum reads dy once (N*D) and writes dw once (vocab*D).
-// Bindings: keys [P] (read u32, sorted), vals [P] (read u32), dy [N, D] (read, float), offs [vocab + 1]
-//   (rw u32), dw [vocab, D] (rw f32).
-// Params: n, vocab, D.
+// Tensors larger than one storage binding are bound in row chunks: accum runs once per (dw chunk of rows
+// [v0, v0 + vrows), dy chunk of positions [n0, n0 + nrows)), dy chunks in increasing order; a later dy chunk
+// (acc = 1) adds to the dw rows written so far, so every sum is still taken in increasing n (the same
+// result as one pass).
+// Bindings: keys [P] (read u32, sorted), vals [P] (read u32), dy [nrows, D] (read, float: positions n0..),
+//   offs [vocab + 1] (rw u32), dw [vrows, D] (rw f32: rows v0..).
+// Params: n, vocab, D, v0, vrows, n0, nrows, acc (1: add to dw instead of writing it).
 // Prepended: const WG, NV (units per thread in registers; 0 = loop over D in chunks of WG), NC, VEC, alias V,
-//   ld_dy, st_dw.
+//   ld_dy, ld_dw, st_dw.
 
 @compute @workgroup_size(WG)
 fn offsets(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
@@ -26,17 +30,24 @@ fn offsets(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
 @compute @workgroup_size(WG)
 fn accum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
          @builtin(local_invocation_index) t: u32) {
-  let v = wid.x + wid.y * nwg.x;
-  if (v >= p.vocab) { return; }
+  let vl = wid.x + wid.y * nwg.x;
+  if (vl >= p.vrows) { return; }
+  let v = p.v0 + vl;
   let s = offs[v];
   let e = offs[v + 1u];
   let du = p.D / VEC;
-  let out = v * p.D;
+  let out = vl * p.D;
   if (NV > 0u) {
     var acc: array<V, NC>;
-    for (var i = 0u; i < NC; i++) { acc[i] = V(0.0); }
+    for (var i = 0u; i < NC; i++) {
+      acc[i] = V(0.0);
+      let u = t + i * WG;
+      if (p.acc == 1u && u < du) { acc[i] = ld_dw(out + u * VEC); }
+    }
     for (var q = s; q < e; q++) {
-      let src = vals[q] * p.D;
+      let r = vals[q] - p.n0; // wraps for positions below the chunk
+      if (r >= p.nrows) { continue; }
+      let src = r * p.D;
       for (var i = 0u; i < NC; i++) {
         let u = t + i * WG;
         if (u < du) { acc[i] += ld_dy(src + u * VEC); }
@@ -49,7 +60,11 @@ fn accum(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
   } else {
     for (var u = t; u < du; u += WG) {
       var a = V(0.0);
-      for (var q = s; q < e; q++) { a += ld_dy(vals[q] * p.D + u * VEC); }
+      if (p.acc == 1u) { a = ld_dw(out + u * VEC); }
+      for (var q = s; q < e; q++) {
+        let r = vals[q] - p.n0;
+        if (r < p.nrows) { a += ld_dy(r * p.D + u * VEC); }
+      }
       st_dw(out + u * VEC, a);
     }
   }

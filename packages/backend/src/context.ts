@@ -1,7 +1,7 @@
 import { BufferPool, fmtBytes, type GpuBuffer, type MemoryStats } from './buffer-pool';
 import { DeviceError, OutOfMemoryError, RustyError, ShaderError } from './errors';
 import { getGPU, INSTALL_HINT, type SpeedToggles } from './gpu-provider';
-import { kernelKey, kernelSource, type KernelDef, type ParamSpec } from './kernel';
+import { codeHash, kernelBaseKey, kernelSource, type KernelDef, type ParamSpec } from './kernel';
 import { Profiler } from './profiler';
 
 export interface ContextOptions {
@@ -17,7 +17,28 @@ export interface ContextOptions {
   profile?: boolean;
   /** Submit after this many dispatches (lavapipe crashed on one pass of 12,000). Default 4096. */
   maxDispatchesPerSubmit?: number;
+  /**
+   * Treat storage bindings as limited to this many bytes (below the device's
+   * `maxStorageBufferBindingSize`; rounded down to a multiple of 4): kernels that split big tensors into
+   * bindings (`ctx.maxBinding`) then do so at small sizes. For tests of that chunking.
+   */
+  maxBindingSize?: number;
 }
+
+/**
+ * A byte range of a buffer bound to one storage binding: `offset` a multiple of the device's
+ * `minStorageBufferOffsetAlignment` (`ctx.bindingAlignment`), `size` a positive multiple of 4, at most
+ * `ctx.maxBinding`, and `offset + size <= buffer.size`. The kernel sees the range as its whole array.
+ */
+export interface BufferSlice {
+  readonly buffer: GpuBuffer;
+  readonly offset: number;
+  readonly size: number;
+}
+
+/** What one storage binding of a dispatch takes: a whole buffer (bound from offset 0, up to
+ *  `ctx.maxBinding` bytes) or a {@link BufferSlice}. */
+export type BufferBinding = GpuBuffer | BufferSlice;
 
 export type OptionalFeature = 'shader-f16' | 'subgroups' | 'timestamp-query' | 'chromium-experimental-subgroup-matrix';
 const OPTIONAL_FEATURES: OptionalFeature[] = [
@@ -66,7 +87,10 @@ export class Context {
   readonly profiler: Profiler;
   readonly stats: DispatchStats = { dispatches: 0, submits: 0 };
   private pool: BufferPool;
-  private kernels = new Map<string, Kernel>();
+  /** Compiled kernels by `kernelBaseKey` (everything but the code), each list told apart by its exact code
+   *  text: a hit costs a string comparison (a pointer compare for the same string object), not a hash of
+   *  the code, and two different codes never share a pipeline. */
+  private kernels = new Map<string, { code: string; k: Kernel }[]>();
   private layouts = new Map<string, GPUBindGroupLayout>();
   private bindGroups = new Map<string, GPUBindGroup>();
   private bindGroupsOf = new Map<number, string[]>();
@@ -79,6 +103,7 @@ export class Context {
   private ringView = new DataView(this.ringCpu);
   private ringUsed = 0;
   private maxPerSubmit: number;
+  private maxBind: number;
   private error: RustyError | null = null;
   private destroyed = false;
 
@@ -89,6 +114,10 @@ export class Context {
   ) {
     this.info = info;
     this.maxPerSubmit = opts.maxDispatchesPerSubmit ?? 4096;
+    const devMax = info.limits.maxStorageBufferBindingSize ?? 134217728;
+    const cap = opts.maxBindingSize !== undefined ? Math.min(devMax, opts.maxBindingSize) : devMax;
+    if (!(cap >= 4)) throw new DeviceError(`maxBindingSize ${opts.maxBindingSize} must be at least 4 bytes`);
+    this.maxBind = cap - (cap % 4);
     this.pool = new BufferPool(device, info.limits.maxBufferSize ?? 2 ** 30, (b) => this.forgetBuffer(b));
     this.ring = device.createBuffer({ size: SLOT * RING_SLOTS, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
     this.profiler = new Profiler(device, info.features.timestampQuery && !!opts.profile);
@@ -113,9 +142,15 @@ export class Context {
     this.pool.stats.peak = this.pool.stats.live;
   }
 
-  /** Limit on one storage binding (tensors larger than this are bound in chunks). */
+  /** Limit on one storage binding in bytes, a multiple of 4 (tensors larger than this are bound in chunks):
+   *  the device's `maxStorageBufferBindingSize`, or the context's `maxBindingSize` option if smaller. */
   get maxBinding(): number {
-    return this.info.limits.maxStorageBufferBindingSize!;
+    return this.maxBind;
+  }
+
+  /** Alignment of a {@link BufferSlice}'s offset: the device's `minStorageBufferOffsetAlignment`. */
+  get bindingAlignment(): number {
+    return this.info.limits.minStorageBufferOffsetAlignment ?? 256;
   }
 
   /** A storage buffer of at least `bytes` bytes from the pool. Contents are undefined. */
@@ -183,9 +218,10 @@ export class Context {
   /** Compile (or fetch from the cache) a kernel. Compile errors surface at the next sync point; use
    *  `compile` to get them at once. */
   kernel(def: KernelDef): Kernel {
-    const key = kernelKey(def);
-    const hit = this.kernels.get(key);
+    const base = kernelBaseKey(def);
+    const hit = this.cachedKernel(base, def.code);
     if (hit) return hit;
+    const key = `${base}|#${codeHash(def.code)}`;
     const sig = (def.params?.length ? 'u' : '') + def.bindings.map((b) => (b.access === 'read' ? 'r' : 'w')).join('');
     const layout = this.layoutFor(sig);
     this.device.pushErrorScope('validation');
@@ -199,14 +235,22 @@ export class Context {
       if (err) this.error = new ShaderError(`kernel '${def.name}' failed to compile: ${err.message}`);
     });
     const k: Kernel = { name: def.name, key, pipeline, layoutSig: sig, layout, params: def.params ?? [], nBindings: def.bindings.length };
-    this.kernels.set(key, k);
+    let list = this.kernels.get(base);
+    if (!list) this.kernels.set(base, (list = []));
+    list.push({ code: def.code, k });
     return k;
+  }
+
+  private cachedKernel(base: string, code: string): Kernel | undefined {
+    const list = this.kernels.get(base);
+    if (list) for (let i = 0; i < list.length; i++) if (list[i]!.code === code) return list[i]!.k;
+    return undefined;
   }
 
   /** Compile a kernel and wait for the compiler: a WGSL error becomes a `ShaderError` with its messages. */
   async compile(def: KernelDef): Promise<Kernel> {
-    const key = kernelKey(def);
-    const hit = this.kernels.get(key);
+    const base = kernelBaseKey(def);
+    const hit = this.cachedKernel(base, def.code);
     if (hit) return hit;
     const module = this.device.createShaderModule({ label: def.name, code: kernelSource(def) });
     const info = await module.getCompilationInfo();
@@ -219,17 +263,24 @@ export class Context {
     const k = this.kernel(def);
     const err = await this.device.popErrorScope();
     if (err) {
-      this.kernels.delete(key);
+      const list = this.kernels.get(base)!;
+      list.splice(list.findIndex((e) => e.k === k), 1);
       throw new ShaderError(`kernel '${def.name}' failed to build a pipeline: ${err.message}`);
     }
     return k;
   }
 
   /**
-   * Encode one dispatch. `buffers` bind in order to bindings 1..n; `params` fill the uniform struct in the
-   * order of the kernel's `params`. `workgroups` is x or [x, y, z].
+   * Encode one dispatch. `buffers` bind in order to bindings 1..n, each a whole buffer or a
+   * {@link BufferSlice} (a byte range: aligned offset, size a multiple of 4 up to `maxBinding`); `params` fill
+   * the uniform struct in the order of the kernel's `params`. `workgroups` is x or [x, y, z].
    */
-  dispatch(k: Kernel, buffers: readonly GpuBuffer[], workgroups: number | readonly number[], params?: ArrayLike<number>): void {
+  dispatch(
+    k: Kernel,
+    buffers: readonly BufferBinding[],
+    workgroups: number | readonly number[],
+    params?: ArrayLike<number>,
+  ): void {
     if (this.error) this.check();
     if (buffers.length !== k.nBindings)
       throw new DeviceError(`kernel '${k.name}' takes ${k.nBindings} buffers, got ${buffers.length}`);
@@ -238,12 +289,15 @@ export class Context {
     let key = k.layoutSig;
     for (let i = 0; i < buffers.length; i++) {
       const b = buffers[i]!;
-      if (b.released) throw new DeviceError(`kernel '${k.name}': buffer ${i} was already released`);
-      key += ':' + b.id;
-      this.pendingIds.add(b.id);
+      // A slice has no `gpu`; its (buffer, offset, size) is validated when its bind group is made (the key
+      // names all three and a buffer id's size never changes, so a cached bind group was valid).
+      const g = (b as GpuBuffer).gpu === undefined ? (b as BufferSlice).buffer : (b as GpuBuffer);
+      if (g.released) throw new DeviceError(`kernel '${k.name}': buffer ${i} was already released`);
+      key += g === b ? ':' + g.id : ':' + g.id + '@' + (b as BufferSlice).offset + '+' + (b as BufferSlice).size;
+      this.pendingIds.add(g.id);
     }
     let bg = this.bindGroups.get(key);
-    if (!bg) bg = this.makeBindGroup(key, k.layout, hasU, buffers);
+    if (!bg) bg = this.makeBindGroup(key, k, hasU, buffers);
     const wx = typeof workgroups === 'number' ? workgroups : workgroups[0]!;
     const wy = typeof workgroups === 'number' ? 1 : (workgroups[1] ?? 1);
     const wz = typeof workgroups === 'number' ? 1 : (workgroups[2] ?? 1);
@@ -344,19 +398,47 @@ export class Context {
     return l;
   }
 
-  private makeBindGroup(key: string, layout: GPUBindGroupLayout, hasU: boolean, buffers: readonly GpuBuffer[]): GPUBindGroup {
+  private makeBindGroup(key: string, k: Kernel, hasU: boolean, buffers: readonly BufferBinding[]): GPUBindGroup {
     const entries: GPUBindGroupEntry[] = [];
     if (hasU) entries.push({ binding: 0, resource: { buffer: this.ring, offset: 0, size: SLOT } });
     const maxB = this.maxBinding;
-    buffers.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b.gpu, offset: 0, size: Math.min(b.size, maxB - (maxB % 4)) } }));
-    const bg = this.device.createBindGroup({ layout, entries });
+    const bufs: GpuBuffer[] = [];
+    buffers.forEach((b, i) => {
+      if ((b as GpuBuffer).gpu !== undefined) {
+        const g = b as GpuBuffer;
+        bufs.push(g);
+        entries.push({ binding: i + 1, resource: { buffer: g.gpu, offset: 0, size: Math.min(g.size, maxB) } });
+      } else {
+        const s = b as BufferSlice;
+        this.checkSlice(k, i, s);
+        bufs.push(s.buffer);
+        entries.push({ binding: i + 1, resource: { buffer: s.buffer.gpu, offset: s.offset, size: s.size } });
+      }
+    });
+    const bg = this.device.createBindGroup({ layout: k.layout, entries });
     this.bindGroups.set(key, bg);
-    for (const b of buffers) {
+    for (const b of bufs) {
       let l = this.bindGroupsOf.get(b.id);
       if (!l) this.bindGroupsOf.set(b.id, (l = []));
       l.push(key);
     }
     return bg;
+  }
+
+  private checkSlice(k: Kernel, i: number, s: BufferSlice): void {
+    const align = this.bindingAlignment;
+    const { offset, size } = s;
+    const what = `kernel '${k.name}': binding ${i + 1} (buffer ${i}) slice at byte offset ${offset}, size ${size}`;
+    if (!Number.isInteger(offset) || offset < 0 || offset % align !== 0)
+      throw new DeviceError(
+        `${what}: the offset must be a non-negative multiple of this device's minStorageBufferOffsetAlignment (${align})`,
+      );
+    if (!Number.isInteger(size) || size <= 0 || size % 4 !== 0)
+      throw new DeviceError(`${what}: the size must be a positive multiple of 4 bytes`);
+    if (size > this.maxBinding)
+      throw new DeviceError(`${what}: the size is over the storage binding limit (${this.maxBinding} bytes)`);
+    if (offset + size > s.buffer.size)
+      throw new DeviceError(`${what}: the range ends past the ${s.buffer.size}-byte buffer`);
   }
 
   private forgetBuffer(b: GpuBuffer): void {

@@ -1,8 +1,17 @@
 export * from './errors';
 export * from './dtype';
 export { BufferPool, sizeClass, fmtBytes, type GpuBuffer, type MemoryStats } from './buffer-pool';
-export { Context, createContext, type ContextOptions, type ContextInfo, type Kernel, type OptionalFeature } from './context';
-export { kernelSource, kernelKey, type KernelDef, type BindingSpec, type ParamSpec } from './kernel';
+export {
+  Context,
+  createContext,
+  type ContextOptions,
+  type ContextInfo,
+  type Kernel,
+  type OptionalFeature,
+  type BufferSlice,
+  type BufferBinding,
+} from './context';
+export { kernelSource, kernelKey, kernelBaseKey, codeHash, type KernelDef, type BindingSpec, type ParamSpec } from './kernel';
 export type { SpeedToggles } from './gpu-provider';
 export { grid1d } from './grid';
 export * from './tensor';

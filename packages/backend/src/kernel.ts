@@ -86,9 +86,31 @@ export function kernelSource(def: KernelDef): string {
   return lines.join('\n');
 }
 
-/** Pipeline cache key: name, constants and the binding dtypes (16-bit readers differ). */
-export function kernelKey(def: KernelDef): string {
+const codeHashes = new Map<string, string>();
+
+/** 32-bit FNV-1a of a string's UTF-16 code units, with its length, as hex (memoised per code text). */
+export function codeHash(code: string): string {
+  let h = codeHashes.get(code);
+  if (h === undefined) {
+    let x = 0x811c9dc5;
+    for (let i = 0; i < code.length; i++) x = Math.imul(x ^ code.charCodeAt(i), 0x01000193);
+    h = (x >>> 0).toString(16).padStart(8, '0') + '.' + code.length.toString(36);
+    codeHashes.set(code, h);
+  }
+  return h;
+}
+
+/** Everything of a kernel's identity but its code: name, entry point, binding dtypes (16-bit readers
+ *  differ), params, constants and enables. The context's cache tells kernels with the same base key apart by
+ *  comparing their code text. */
+export function kernelBaseKey(def: KernelDef): string {
   const c = def.constants ? JSON.stringify(def.constants) : '';
   const b = def.bindings.map((x) => `${x.access[0]}${x.dtype}${x.atomic ? 'a' : ''}`).join(',');
   return `${def.name}|${def.entryPoint ?? 'main'}|${b}|${(def.params ?? []).join(',')}|${c}|${(def.enables ?? []).join(',')}`;
+}
+
+/** Pipeline key: {@link kernelBaseKey} and a hash of `code`, so two defs that share a name but not their WGSL
+ *  get different keys (`Kernel.key`). */
+export function kernelKey(def: KernelDef): string {
+  return `${kernelBaseKey(def)}|#${codeHash(def.code)}`;
 }

@@ -1,6 +1,6 @@
 /** Shared pieces of the LLM kernels: launch shapes, generated WGSL helpers (vectorised loads and stores,
  *  workgroup reductions) and argument checks. Internal to `ops/llm`. */
-import type { Context, Kernel } from '../../context';
+import type { BufferBinding, Context, Kernel } from '../../context';
 import type { DType } from '../../dtype';
 import { isHalf, storageBytes } from '../../dtype';
 import { ShapeError } from '../../errors';
@@ -228,7 +228,8 @@ export function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((d, i) => d === b[i]);
 }
 
-/** Every tensor a kernel binds must fit one storage binding (the runtime binds buffers from offset 0). */
+/** Every tensor a kernel binds whole must fit one storage binding (see {@link rowChunks} for those that are
+ *  split along their rows). */
 export function checkBindable(ctx: Context, op: string, ...ts: [DeviceTensor, string][]): void {
   const max = ctx.maxBinding;
   for (const [t, name] of ts) {
@@ -241,10 +242,81 @@ export function checkBindable(ctx: Context, op: string, ...ts: [DeviceTensor, st
   }
 }
 
+/** Bytes per element of a float/int storage dtype as laid out in a buffer (16-bit types are packed). */
+export function elemBytes(t: DeviceTensor): number {
+  return isHalf(t.dtype) ? 2 : 4;
+}
+
+/** One tensor of a row-chunked kernel: `unitBytes` bytes of its storage per unit (a row, or a group of rows)
+ *  of the shared leading dimension. */
+export type ChunkPart = readonly [t: DeviceTensor, unitBytes: number, name: string];
+
+/** A plan from {@link rowChunks}: unit ranges [u0, u1), and whether the single range covers everything with
+ *  every part fitting one binding (then bind whole buffers, as without chunking). */
+export interface RowChunks {
+  whole: boolean;
+  ranges: [number, number][];
+}
+
+function gcd(a: number, b: number): number {
+  while (b) [a, b] = [b, a % b];
+  return a;
+}
+
+/**
+ * Split `units` units of a leading dimension shared by `parts` into ranges such that each part's bytes of a
+ * range fit one storage binding (`ctx.maxBinding`) and start on the binding alignment. A kernel then runs once
+ * per range on {@link sliceUnits} of every part, as if the range were the whole tensor. When every part fits
+ * one binding the plan is one whole range (`whole`). Throws a ShapeError naming the part when not even the
+ * smallest aligned range of units fits (`unitName` names a unit in that message).
+ */
+export function rowChunks(ctx: Context, op: string, units: number, parts: readonly ChunkPart[], unitName = 'row'): RowChunks {
+  const max = ctx.maxBinding;
+  if (parts.every(([t]) => storageBytes(t.dtype, numel(t.shape)) <= max)) return { whole: true, ranges: [[0, units]] };
+  const align = ctx.bindingAlignment;
+  let step = 1;
+  let per = Infinity;
+  for (const [, ub] of parts) {
+    if (ub <= 0) continue;
+    const s = align / gcd(align, ub);
+    step = (step / gcd(step, s)) * s;
+    per = Math.min(per, Math.floor(max / ub));
+  }
+  const rows = Math.floor(per / step) * step;
+  if (rows < 1) {
+    const [t, ub, name] = parts.reduce((a, b) => (b[1] > a[1] ? b : a));
+    const why =
+      ub > max
+        ? `one ${unitName} is ${ub} bytes`
+        : `chunk offsets stay aligned to ${align} bytes only at multiples of ${step} ${unitName}s, ${step * ub} bytes`;
+    throw new ShapeError(
+      `${op}: ${name} ${t.dtype}${fmt(t.shape)} cannot be split into storage bindings: ${why}, over this ` +
+        `device's binding limit (${max} bytes)`,
+    );
+  }
+  const ranges: [number, number][] = [];
+  for (let u = 0; u < units; u += rows) ranges.push([u, Math.min(units, u + rows)]);
+  return { whole: false, ranges };
+}
+
+/** The binding of units [u0, u1) of a tensor with `unitBytes` bytes per unit (the part's data only, rounded
+ *  up to whole 4-byte words). */
+export function sliceUnits(t: DeviceTensor, unitBytes: number, u0: number, u1: number): BufferBinding {
+  const total = storageBytes(t.dtype, numel(t.shape));
+  const offset = u0 * unitBytes;
+  const end = Math.min(u1 * unitBytes, total);
+  return { buffer: t.buffer, offset, size: Math.max(4, Math.ceil((end - offset) / 4) * 4) };
+}
+
+/** `t` bound whole (`plan.whole`) or as units [u0, u1). */
+export function bindUnits(plan: RowChunks, t: DeviceTensor, unitBytes: number, u0: number, u1: number): BufferBinding {
+  return plan.whole ? t.buffer : sliceUnits(t, unitBytes, u0, u1);
+}
+
 const memo = new WeakMap<Context, Map<string, Kernel>>();
 
-/** Compile a kernel once per context under `key`, which must name every choice that changes the def (the
- *  generated WGSL text is not part of the context's pipeline key, so `key` is also used as the def's name). */
+/** Compile a kernel once per context under `key`, which must name every choice that changes the def (`key`
+ *  is also the def's name; the context's pipeline key also hashes the WGSL text). */
 export function llmKernel(ctx: Context, key: string, make: () => Omit<KernelDef, 'name'>): Kernel {
   let m = memo.get(ctx);
   if (!m) memo.set(ctx, (m = new Map()));

@@ -7,60 +7,13 @@ import { finiteDiff, randn, relErr, rng } from '../../testing';
 import { llmTuning } from './common';
 import { crossEntropy, crossEntropyCount } from './cross-entropy';
 import { get, poisoned, randTensor } from './test-util';
+import { refCrossEntropy as refLoss, refCrossEntropyGrad as refGrad, type RefOpts } from './llm.ref';
 
 let ctx: Context;
 beforeAll(async () => {
   ctx = await createContext();
 });
 afterAll(() => ctx.destroy());
-
-interface RefOpts {
-  ignore: number;
-  eps: number;
-  mean: boolean;
-}
-
-/** float64 reference: row losses and the reduced loss (PyTorch F.cross_entropy semantics). */
-function refLoss(x: Float64Array, tg: number[], v: number, o: RefOpts) {
-  const n = tg.length;
-  const rows = new Float64Array(n);
-  let count = 0;
-  let sum = 0;
-  for (let r = 0; r < n; r++) {
-    if (tg[r] === o.ignore) continue;
-    count++;
-    let m = -Infinity;
-    let sx = 0;
-    for (let j = 0; j < v; j++) {
-      m = Math.max(m, x[r * v + j]!);
-      sx += x[r * v + j]!;
-    }
-    let s = 0;
-    for (let j = 0; j < v; j++) s += Math.exp(x[r * v + j]! - m);
-    const lse = m + Math.log(s);
-    rows[r] = (1 - o.eps) * (lse - x[r * v + tg[r]!]!) + o.eps * (lse - sx / v);
-    sum += rows[r]!;
-  }
-  return { rows, loss: o.mean ? sum / count : sum, count };
-}
-
-/** float64 reference gradient of the reduced loss, times scale. */
-function refGrad(x: Float64Array, tg: number[], v: number, o: RefOpts, scale = 1) {
-  const n = tg.length;
-  const g = new Float64Array(n * v);
-  const count = tg.filter((t) => t !== o.ignore).length;
-  const k = scale / (o.mean ? count : 1);
-  for (let r = 0; r < n; r++) {
-    if (tg[r] === o.ignore) continue;
-    let m = -Infinity;
-    for (let j = 0; j < v; j++) m = Math.max(m, x[r * v + j]!);
-    let s = 0;
-    for (let j = 0; j < v; j++) s += Math.exp(x[r * v + j]! - m);
-    for (let j = 0; j < v; j++)
-      g[r * v + j] = (Math.exp(x[r * v + j]! - m) / s - o.eps / v - (j === tg[r] ? 1 - o.eps : 0)) * k;
-  }
-  return g;
-}
 
 function targetsFor(n: number, v: number, seed: number, ignoreEvery = 0, ignore = -100): number[] {
   const r = rng(seed);

@@ -4,15 +4,18 @@ import type { Context } from '../../context';
 import { ShapeError } from '../../errors';
 import { empty, release, type DeviceTensor } from '../../tensor';
 import {
+  bindUnits,
   checkBindable,
   checkFloat,
   checkInt,
   checkOut,
+  elemBytes,
   fmt,
   grid,
   llmKernel,
   maxWorkgroup,
   reduceCode,
+  rowChunks,
   rowShape,
   vecFor,
   vecPrelude,
@@ -60,7 +63,9 @@ export interface CrossEntropyResult {
  * (softmax - onehot) * gradScale / count written directly; rows up to 64 values per thread of 512 threads,
  * 32k f32 or 64k 16-bit logits, stay in registers, longer rows are read twice), and the mean (one workgroup,
  * fixed order). A non-ignored target outside
- * [0, V) makes its row loss, the mean and its gradient row NaN.
+ * [0, V) makes its row loss, the mean and its gradient row NaN. Logits (or dlogits) larger than one storage
+ * binding (e.g. 8k tokens x 128k vocabulary in f32, 4 GiB) are processed in row chunks, one fused dispatch per
+ * chunk, all sharing the one count.
  */
 export function crossEntropy(
   ctx: Context,
@@ -86,7 +91,7 @@ export function crossEntropy(
     dlogits = opts.dlogitsOut ?? empty(ctx, [n, v]);
     if (opts.dlogitsOut) checkOut(opts.dlogitsOut, [n, v], `${op}: dlogitsOut`);
   }
-  checkBindable(ctx, op, [logits, 'logits'], ...(dlogits ? [[dlogits, 'dlogits'] as [DeviceTensor, string]] : []));
+  checkBindable(ctx, op, [targets, 'targets']);
   if (opts.count && (opts.count.dtype !== 'f32' || opts.count.shape.length !== 1 || opts.count.shape[0] !== 1))
     throw new ShapeError(`${op}: count must be f32[1], got ${opts.count.dtype}${fmt(opts.count.shape)}`);
   const rowLoss = empty(ctx, [n]);
@@ -120,8 +125,23 @@ export function crossEntropy(
       ],
       params: ['u32:rows', 'u32:V', 'i32:ignoreIndex', 'f32:gradScale', 'f32:smoothing', 'u32:mean'],
     }));
-    const bufs = [logits.buffer, targets.buffer, count.buffer, rowLoss.buffer, ...(dlogits ? [dlogits.buffer] : [])];
-    ctx.dispatch(k, bufs, grid(n), [n, v, ignore, opts.gradScale ?? 1, eps, mean]);
+    const lRow = v * elemBytes(logits);
+    const plan = rowChunks(ctx, op, n, [
+      [logits, lRow, 'logits'],
+      [targets, 4, 'targets'],
+      [rowLoss, 4, 'rowLoss'],
+      ...(dlogits ? [[dlogits, v * 4, 'dlogits'] as const] : []),
+    ]);
+    for (const [r0, r1] of plan.ranges) {
+      const bufs = [
+        bindUnits(plan, logits, lRow, r0, r1),
+        bindUnits(plan, targets, 4, r0, r1),
+        count.buffer,
+        bindUnits(plan, rowLoss, 4, r0, r1),
+        ...(dlogits ? [bindUnits(plan, dlogits, v * 4, r0, r1)] : []),
+      ];
+      ctx.dispatch(k, bufs, grid(r1 - r0), [r1 - r0, v, ignore, opts.gradScale ?? 1, eps, mean]);
+    }
   }
   ctx.dispatch(reduce.finish, reduceBufs, 1, [n, ignore, mean]);
   return { loss, rowLoss, count, dlogits };

@@ -6,28 +6,13 @@ import { release, upload } from '../../tensor';
 import { dot, finiteDiff, randn, relErr, rng } from '../../testing';
 import { embedding, embeddingBackward } from './embedding';
 import { get, poisoned, randTensor } from './test-util';
+import { refEmbedding as refFwd, refEmbeddingBackward as refBwd } from './llm.ref';
 
 let ctx: Context;
 beforeAll(async () => {
   ctx = await createContext();
 });
 afterAll(() => ctx.destroy());
-
-function refFwd(ids: number[], w: Float64Array, vocab: number, d: number): Float64Array {
-  const out = new Float64Array(ids.length * d);
-  ids.forEach((id, n) => {
-    if (id >= 0 && id < vocab) for (let j = 0; j < d; j++) out[n * d + j] = w[id * d + j]!;
-  });
-  return out;
-}
-
-function refBwd(ids: number[], dy: Float64Array, vocab: number, d: number): Float64Array {
-  const dw = new Float64Array(vocab * d);
-  ids.forEach((id, n) => {
-    if (id >= 0 && id < vocab) for (let j = 0; j < d; j++) dw[id * d + j] = dw[id * d + j]! + dy[n * d + j]!;
-  });
-  return dw;
-}
 
 /** ids with repeats (a hot id), and optionally some out of range. */
 function makeIds(n: number, vocab: number, seed: number, bad = false): number[] {

@@ -5,16 +5,19 @@ import type { Context } from '../../context';
 import { ShapeError } from '../../errors';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import {
+  bindUnits,
   checkBindable,
   checkFloat,
   checkInt,
   checkOut,
+  elemBytes,
   fmt,
   grid,
   llmKernel,
   llmTuning,
   maxWorkgroup,
   pow2ceil,
+  rowChunks,
   rowShape,
   sameShape,
   vecFor,
@@ -43,7 +46,8 @@ function checkWeight(op: string, w: DeviceTensor): [number, number] {
  * Embedding lookup: `out[..., :] = weight[ids[...], :]`. `ids` i32 of any shape, `weight` [vocab, D] in
  * f32/f16/bf16; returns f32 [...ids.shape, D]. An id outside [0, vocab) gives a row of zeros (the kernel
  * never reads out of bounds) and no gradient. Coalesced along D, 16-bit weights read a word (two values) per
- * load.
+ * load. A weight (or output) larger than one storage binding (a 128k x 4096 f32 table is 2 GiB) is bound in
+ * row chunks: one dispatch per (weight chunk, output chunk).
  */
 export function embedding(ctx: Context, ids: DeviceTensor, weight: DeviceTensor, opts: { out?: DeviceTensor } = {}): DeviceTensor {
   const op = 'embedding';
@@ -52,9 +56,13 @@ export function embedding(ctx: Context, ids: DeviceTensor, weight: DeviceTensor,
   const shape = [...ids.shape, d];
   const out = opts.out ?? empty(ctx, shape);
   if (opts.out) checkOut(opts.out, shape, `${op}: out`);
-  checkBindable(ctx, op, [weight, 'weight'], [out, 'out']);
   const n = numel(ids.shape);
   if (n === 0 || d === 0) return out;
+  const wPlan = rowChunks(ctx, op, vocab, [[weight, d * elemBytes(weight), 'weight']]);
+  const oPlan = rowChunks(ctx, op, n, [
+    [out, d * 4, 'out'],
+    [ids, 4, 'ids'],
+  ]);
   const vec = vecFor(d, [weight.dtype]);
   const k = llmKernel(ctx, `embedding:v${vec}:${weight.dtype}`, () => ({
     code: vecPrelude({ WG, UPT }, vec, [['w', weight.dtype]], ['out']) + embeddingWgsl,
@@ -63,10 +71,19 @@ export function embedding(ctx: Context, ids: DeviceTensor, weight: DeviceTensor,
       { name: 'w', access: 'read', dtype: weight.dtype },
       { name: 'out', access: 'rw', dtype: 'f32' },
     ],
-    params: ['u32:units', 'u32:D', 'u32:du', 'u32:vocab'],
+    params: ['u32:units', 'u32:D', 'u32:du', 'u32:vocab', 'u32:v0', 'u32:vrows', 'u32:zero'],
   }));
-  const units = (n * d) / vec;
-  ctx.dispatch(k, [ids.buffer, weight.buffer, out.buffer], grid(Math.ceil(units / (WG * UPT))), [units, d, d / vec, vocab]);
+  const wRow = d * elemBytes(weight);
+  for (const [n0, n1] of oPlan.ranges) {
+    const units = ((n1 - n0) * d) / vec;
+    const idsB = bindUnits(oPlan, ids, 4, n0, n1);
+    const outB = bindUnits(oPlan, out, d * 4, n0, n1);
+    for (const [v0, v1] of wPlan.ranges) {
+      const wB = bindUnits(wPlan, weight, wRow, v0, v1);
+      const params = [units, d, d / vec, vocab, v0, v1 - v0, v0 === 0 ? 1 : 0];
+      ctx.dispatch(k, [idsB, wB, outB], grid(Math.ceil(units / (WG * UPT))), params);
+    }
+  }
   return out;
 }
 
@@ -80,6 +97,8 @@ export function embedding(ctx: Context, ids: DeviceTensor, weight: DeviceTensor,
  * one global pass per distance >= the block and one in-block pass (N = 8192: 3 dispatches; 65536: 15); a
  * binary search per vocabulary row for its run of positions, O(vocab log N); then one workgroup per
  * vocabulary row sums its run in position order, reading dy once (N*D) and writing dw once (vocab*D).
+ * `dw` (or `dy`) larger than one storage binding is bound in row chunks: the sums run once per (dw chunk, dy
+ * chunk), dy chunks in order adding to dw, so each sum is still taken in increasing n (same result).
  */
 export function embeddingBackward(
   ctx: Context,
@@ -97,9 +116,10 @@ export function embeddingBackward(
   const d = dy.shape[dy.shape.length - 1]!;
   const dw = opts.out ?? empty(ctx, [vocab, d]);
   if (opts.out) checkOut(opts.out, [vocab, d], `${op}: out`);
-  checkBindable(ctx, op, [dy, 'dy'], [dw, 'dw']);
   if (vocab === 0 || d === 0) return dw;
   const n = numel(ids.shape);
+  const dwPlan = rowChunks(ctx, op, vocab, [[dw, d * 4, 'dw']]);
+  const dyPlan = rowChunks(ctx, op, n, [[dy, d * elemBytes(dy), 'dy']]);
 
   // 1. sort (id, position) pairs
   const { wg: swg, block: B } = sortShape(ctx);
@@ -129,10 +149,12 @@ export function embeddingBackward(
 
   // 2. run offsets per vocabulary row, 3. sums
   const offs = empty(ctx, [vocab + 1], 'u32');
+  checkBindable(ctx, op, [keys, 'sort keys'], [offs, 'row offsets']);
   const vec = vecFor(d, [dy.dtype]);
   const { wg, nv } = rowShape(ctx, d / vec, 'emb_bwd');
   const bwdDef = (entryPoint: string) => () => ({
-    code: vecPrelude({ WG: wg, NV: nv, NC: Math.max(nv, 1) }, vec, [['dy', dy.dtype]], ['dw']) + embeddingBwdWgsl,
+    code:
+      vecPrelude({ WG: wg, NV: nv, NC: Math.max(nv, 1) }, vec, [['dy', dy.dtype], ['dw', 'rw']], ['dw']) + embeddingBwdWgsl,
     entryPoint,
     bindings: [
       { name: 'keys', access: 'read' as const, dtype: 'u32' as const },
@@ -141,14 +163,27 @@ export function embeddingBackward(
       { name: 'offs', access: 'rw' as const, dtype: 'u32' as const },
       { name: 'dw', access: 'rw' as const, dtype: 'f32' as const },
     ],
-    params: ['u32:n', 'u32:vocab', 'u32:D'] as const,
+    params: ['u32:n', 'u32:vocab', 'u32:D', 'u32:v0', 'u32:vrows', 'u32:n0', 'u32:nrows', 'u32:acc'] as const,
   });
   const tag = `wg${wg}:nv${nv}:v${vec}:${dy.dtype}`;
   const kOff = llmKernel(ctx, `emb_offsets:${tag}`, bwdDef('offsets'));
   const kAcc = llmKernel(ctx, `emb_accum:${tag}`, bwdDef('accum'));
-  const bufs = [keys.buffer, vals.buffer, dy.buffer, offs.buffer, dw.buffer];
-  ctx.dispatch(kOff, bufs, grid(Math.ceil((vocab + 1) / wg)), [n, vocab, d]);
-  ctx.dispatch(kAcc, bufs, grid(vocab), [n, vocab, d]);
+  const dyRow = d * elemBytes(dy);
+  const [dy0, dy1] = dyPlan.ranges[0]!;
+  const [dw0, dw1] = dwPlan.ranges[0]!;
+  const dyB0 = bindUnits(dyPlan, dy, dyRow, dy0, dy1);
+  const bufs0 = [keys.buffer, vals.buffer, dyB0, offs.buffer, bindUnits(dwPlan, dw, d * 4, dw0, dw1)];
+  ctx.dispatch(kOff, bufs0, grid(Math.ceil((vocab + 1) / wg)), [n, vocab, d, 0, 0, 0, 0, 0]);
+  for (const [v0, v1] of dwPlan.ranges) {
+    const dwB = bindUnits(dwPlan, dw, d * 4, v0, v1);
+    // no positions: one pass writes the zero rows
+    const dyRanges = n > 0 ? dyPlan.ranges : [[0, 0] as [number, number]];
+    dyRanges.forEach(([n0, n1], i) => {
+      const dyB = n > 0 ? bindUnits(dyPlan, dy, dyRow, n0, n1) : dy.buffer;
+      const params = [n, vocab, d, v0, v1 - v0, n0, n1 - n0, i > 0 ? 1 : 0];
+      ctx.dispatch(kAcc, [keys.buffer, vals.buffer, dyB, offs.buffer, dwB], grid(v1 - v0), params);
+    });
+  }
   ctx.release(keys.buffer);
   ctx.release(vals.buffer);
   ctx.release(offs.buffer);

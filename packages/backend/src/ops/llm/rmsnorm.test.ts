@@ -7,47 +7,13 @@ import { dot, finiteDiff, randn, relErr } from '../../testing';
 import { llmTuning } from './common';
 import { addRmsNorm, addRmsNormBackward, rmsNorm, rmsNormBackward } from './rmsnorm';
 import { get, poisoned, randTensor } from './test-util';
+import { refRmsNorm as refForward, refRmsNormBackward as refBackward } from './llm.ref';
 
 let ctx: Context;
 beforeAll(async () => {
   ctx = await createContext();
 });
 afterAll(() => ctx.destroy());
-
-/** float64 reference: y and rstd. */
-function refForward(x: Float64Array, w: Float64Array, rows: number, d: number, eps: number) {
-  const y = new Float64Array(rows * d);
-  const rstd = new Float64Array(rows);
-  for (let r = 0; r < rows; r++) {
-    let ss = 0;
-    for (let j = 0; j < d; j++) ss += x[r * d + j]! ** 2;
-    const rs = 1 / Math.sqrt(ss / d + eps);
-    rstd[r] = rs;
-    for (let j = 0; j < d; j++) y[r * d + j] = x[r * d + j]! * rs * w[j]!;
-  }
-  return { y, rstd };
-}
-
-/** float64 reference backward. */
-function refBackward(dy: Float64Array, x: Float64Array, w: Float64Array, rows: number, d: number, eps: number) {
-  const dx = new Float64Array(rows * d);
-  const dw = new Float64Array(d);
-  for (let r = 0; r < rows; r++) {
-    let ss = 0;
-    let dt = 0;
-    for (let j = 0; j < d; j++) {
-      ss += x[r * d + j]! ** 2;
-      dt += dy[r * d + j]! * w[j]! * x[r * d + j]!;
-    }
-    const rs = 1 / Math.sqrt(ss / d + eps);
-    for (let j = 0; j < d; j++) {
-      const i = r * d + j;
-      dx[i] = rs * (dy[i]! * w[j]! - (x[i]! * rs * rs * dt) / d);
-      dw[j] = dw[j]! + dy[i]! * x[i]! * rs;
-    }
-  }
-  return { dx, dw };
-}
 
 describe('rmsNorm', () => {
   it('reference backward matches finite differences', () => {

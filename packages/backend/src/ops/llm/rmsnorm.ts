@@ -6,14 +6,17 @@ import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import {
+  bindUnits,
   checkBindable,
   checkFloat,
   checkOut,
+  elemBytes,
   fmt,
   grid,
   llmKernel,
   maxWorkgroup,
   reduceCode,
+  rowChunks,
   rowShape,
   sameShape,
   vecFor,
@@ -73,10 +76,11 @@ function forward(
     sum = opts.sumOut ?? empty(ctx, x.shape);
     if (opts.sumOut) checkOut(opts.sumOut, x.shape, `${op}: sumOut`);
   }
-  const bind: [DeviceTensor, string][] = [[x, 'x'], [w, 'weight'], [y, 'out']];
-  if (r) bind.push([r, 'residual'], [sum!, 'sum']);
-  checkBindable(ctx, op, ...bind);
+  checkBindable(ctx, op, [w, 'weight']);
   if (rows === 0) return { y, rstd, sum };
+  const parts: [DeviceTensor, number, string][] = [[x, d * elemBytes(x), 'x'], [y, d * 4, 'out'], [rstd, 4, 'rstd']];
+  if (r) parts.push([r, d * elemBytes(r), 'residual'], [sum!, d * 4, 'sum']);
+  const plan = rowChunks(ctx, op, rows, parts);
   const vec = vecFor(d, r ? [x.dtype, r.dtype, w.dtype] : [x.dtype, w.dtype]);
   const { wg, nv } = rowShape(ctx, d / vec, 'rmsnorm');
   const red = reduceCode(ctx);
@@ -109,8 +113,14 @@ function forward(
       params: ['u32:rows', 'u32:D', 'f32:eps'],
     };
   });
-  const bufs = r ? [x.buffer, r.buffer, w.buffer, y.buffer, sum!.buffer, rstd.buffer] : [x.buffer, w.buffer, y.buffer, rstd.buffer];
-  ctx.dispatch(k, bufs, grid(rows), [rows, d, opts.eps ?? 1e-6]);
+  for (const [r0, r1] of plan.ranges) {
+    const b = (t: DeviceTensor, ub: number) => bindUnits(plan, t, ub, r0, r1);
+    const bx = b(x, d * elemBytes(x));
+    const by = b(y, d * 4);
+    const brs = b(rstd, 4);
+    const bufs = r ? [bx, b(r, d * elemBytes(r)), w.buffer, by, b(sum!, d * 4), brs] : [bx, w.buffer, by, brs];
+    ctx.dispatch(k, bufs, grid(r1 - r0), [r1 - r0, d, opts.eps ?? 1e-6]);
+  }
   return { y, rstd, sum };
 }
 
@@ -119,7 +129,8 @@ function forward(
  * `y = x * rsqrt(mean(x^2, -1) + eps) * w`. `x` [..., D] and `w` [D] may be f32, f16 or bf16; `y` is f32 (HF
  * rounds the normalised value to the input dtype before the weight; here it stays f32). Also returns
  * `rstd` [rows] for {@link rmsNormBackward}. One workgroup per row; rows up to 32 values per thread (D up to
- * 32768 f32 or 65536 16-bit) are read once and held in registers, longer rows are read twice.
+ * 32768 f32 or 65536 16-bit) are read once and held in registers, longer rows are read twice. Tensors larger
+ * than one storage binding are processed in row chunks (here and in the backward).
  */
 export function rmsNorm(ctx: Context, x: DeviceTensor, w: DeviceTensor, opts: RmsNormOptions = {}): RmsNormResult {
   const { y, rstd } = forward(ctx, x, null, w, opts);
@@ -206,9 +217,18 @@ export function rmsNormBackward(
   if (opts.dwOut) checkOut(opts.dwOut, [d], `${op}: dwOut`);
   const { rpc, chunks } = rmsNormChunks(Math.max(rows, 1));
   const dwp = empty(ctx, [chunks, d]);
-  const bind: [DeviceTensor, string][] = [[dy, 'dy'], [x, 'x'], [dx, 'dx'], [dwp, 'dw partial sums']];
-  if (res) bind.push([res, 'residualGrad']);
-  checkBindable(ctx, op, ...bind);
+  checkBindable(ctx, op, [w, 'weight'], [dwp, 'dw partial sums']);
+  // chunks of whole dw-partial-sum chunks (rpc rows each), so every partial sum is taken in one dispatch
+  const rowB = (t: DeviceTensor) => rpc * d * elemBytes(t);
+  const parts: [DeviceTensor, number, string][] = [
+    [dy, rowB(dy), 'dy'],
+    [x, rowB(x), 'x'],
+    [dx, rpc * d * 4, 'dx'],
+    [rstd, rpc * 4, 'rstd'],
+    [dwp, d * 4, 'dw partial sums'],
+  ];
+  if (res) parts.push([res, rowB(res), 'residualGrad']);
+  const plan = rowChunks(ctx, op, chunks, parts, `${rpc}-row group`);
   const vec = vecFor(d, [dy.dtype, x.dtype, w.dtype, ...(res ? [res.dtype] : [])]);
   const { wg, nv } = rowShape(ctx, d / vec, 'rmsnorm_bwd');
   const red = reduceCode(ctx);
@@ -236,8 +256,13 @@ export function rmsNormBackward(
     };
   });
   if (rows > 0) {
-    const bufs = [dy.buffer, x.buffer, w.buffer, rstd.buffer, ...(res ? [res.buffer] : []), dx.buffer, dwp.buffer];
-    ctx.dispatch(k, bufs, grid(chunks), [rows, d, rpc]);
+    for (const [c0, c1] of plan.ranges) {
+      const b = (t: DeviceTensor, ub: number) => bindUnits(plan, t, ub, c0, c1);
+      const bufs = [b(dy, rowB(dy)), b(x, rowB(x)), w.buffer, b(rstd, rpc * 4), ...(res ? [b(res, rowB(res))] : [])];
+      bufs.push(b(dx, rpc * d * 4), b(dwp, d * 4));
+      const nr = Math.min(c1 * rpc, rows) - c0 * rpc;
+      ctx.dispatch(k, bufs, grid(c1 - c0), [nr, d, rpc]);
+    }
   }
   const dwg = Math.min(1024, maxWorkgroup(ctx));
   const kr = llmKernel(ctx, `rmsnorm_dw:wg${dwg}`, () => ({

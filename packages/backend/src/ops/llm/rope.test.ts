@@ -7,41 +7,13 @@ import { absErr, dot, finiteDiff, randn, relErr } from '../../testing';
 import { rope, ropeAttentionScaling, ropeBackward, ropeInvFreq, type RopeFreqConfig } from './rope';
 import { HF_COS_DEFAULT64, HF_ROPE, HF_SIN_DEFAULT64 } from './rope.hf';
 import { get, poisoned, randTensor } from './test-util';
+import { refRope, type Geo } from './llm.ref';
 
 let ctx: Context;
 beforeAll(async () => {
   ctx = await createContext();
 });
 afterAll(() => ctx.destroy());
-
-interface Geo {
-  b: number;
-  t: number;
-  h: number;
-  d: number;
-  layout: 'BTHD' | 'BHTD';
-}
-
-/** float64 reference: rotate with angles fround(fround(pos) * inv[i]) (HF's f32 product), cos/sin in float64. */
-function refRope(x: Float64Array, inv: Float32Array, pos: number[][], g: Geo, sign = 1, scale = 1): Float64Array {
-  const y = Float64Array.from(x);
-  const half = inv.length;
-  for (let b = 0; b < g.b; b++)
-    for (let t = 0; t < g.t; t++)
-      for (let h = 0; h < g.h; h++) {
-        const base = g.layout === 'BTHD' ? ((b * g.t + t) * g.h + h) * g.d : ((b * g.h + h) * g.t + t) * g.d;
-        for (let i = 0; i < half; i++) {
-          const ang = Math.fround(Math.fround(pos[b]![t]!) * inv[i]!);
-          const c = Math.cos(ang) * scale;
-          const s = Math.sin(ang) * scale * sign;
-          const a = x[base + i]!;
-          const z = x[base + i + half]!;
-          y[base + i] = a * c - z * s;
-          y[base + i + half] = z * c + a * s;
-        }
-      }
-  return y;
-}
 
 /** f32 bits distance (ulps) between two float32 values of the same sign. */
 function ulps(a: number, b: number): number {

@@ -2,7 +2,7 @@ import ropeWgsl from '../../../../../shaders/rope.wgsl';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
 import { empty, numel, type DeviceTensor } from '../../tensor';
-import { checkBindable, checkFloat, checkOut, fmt, grid, llmKernel, maxWorkgroup, pow2ceil } from './common';
+import { bindUnits, checkBindable, checkFloat, checkOut, elemBytes, fmt, grid, llmKernel, maxWorkgroup, pow2ceil, rowChunks } from './common';
 
 /** Rope types whose inverse frequencies {@link ropeInvFreq} computes (HF `rope_type`). */
 export type RopeType = 'default' | 'linear' | 'dynamic' | 'llama3';
@@ -156,9 +156,23 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
   }
   const y = opts.out ?? empty(ctx, x.shape);
   if (opts.out) checkOut(opts.out, x.shape, `${op}: out`);
-  checkBindable(ctx, op, [x, 'x'], [y, 'out']);
+  if (ids) checkBindable(ctx, op, [ids, 'positionIds']);
   const tokens = b! * t!;
   if (numel(x.shape) === 0) return y;
+  // row chunks for tensors over one binding: tokens in layout BTHD, whole batches in BHTD
+  const unitTok = layout === 'BTHD' ? 1 : t!;
+  const units = tokens / unitTok;
+  const perUnit = unitTok * h! * d!;
+  const plan = rowChunks(
+    ctx,
+    op,
+    units,
+    [
+      [x, perUnit * elemBytes(x), 'x'],
+      [y, perUnit * 4, 'out'],
+    ],
+    layout === 'BTHD' ? 'token' : 'batch',
+  );
   const wg = Math.min(maxWg, Math.max(pow2ceil(half), 64, Math.min(256, pow2ceil(h! * half))));
   const key = `rope:wg${wg}:${x.dtype}:${ids ? 'ids' : 'off'}`;
   const k = llmKernel(ctx, key, () => ({
@@ -174,22 +188,40 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
       ...(ids ? [{ name: 'pos', access: 'read' as const, dtype: 'i32' as const }] : []),
       { name: 'y', access: 'rw', dtype: 'f32' },
     ],
-    params: ['u32:tokens', 'u32:T', 'u32:H', 'u32:D', 'u32:half', 'u32:lay', 'u32:posStrideB', 'i32:posOffset', 'f32:scale', 'f32:sinSign'],
+    params: [
+      'u32:tokens',
+      'u32:T',
+      'u32:H',
+      'u32:D',
+      'u32:half',
+      'u32:lay',
+      'u32:posStrideB',
+      'i32:posOffset',
+      'f32:scale',
+      'f32:sinSign',
+      'u32:tok0',
+    ],
   }));
-  const bufs = ids ? [x.buffer, invFreq.buffer, ids.buffer, y.buffer] : [x.buffer, invFreq.buffer, y.buffer];
   const strideB = ids && ids.shape.length === 2 ? t! : 0;
-  ctx.dispatch(k, bufs, grid(tokens), [
-    tokens,
-    t!,
-    h!,
-    d!,
-    half,
-    layout === 'BTHD' ? 0 : 1,
-    strideB,
-    opts.positionOffset ?? 0,
-    opts.attentionScaling ?? 1,
-    sign,
-  ]);
+  for (const [u0, u1] of plan.ranges) {
+    const bx = bindUnits(plan, x, perUnit * elemBytes(x), u0, u1);
+    const by = bindUnits(plan, y, perUnit * 4, u0, u1);
+    const bufs = ids ? [bx, invFreq.buffer, ids.buffer, by] : [bx, invFreq.buffer, by];
+    const n = (u1 - u0) * unitTok;
+    ctx.dispatch(k, bufs, grid(n), [
+      n,
+      t!,
+      h!,
+      d!,
+      half,
+      layout === 'BTHD' ? 0 : 1,
+      strideB,
+      opts.positionOffset ?? 0,
+      opts.attentionScaling ?? 1,
+      sign,
+      u0 * unitTok,
+    ]);
+  }
   return y;
 }
 
@@ -197,7 +229,8 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
  * Rotary position embedding (HF `apply_rotary_pos_emb` with `rotate_half`): pairs (i, i + half) of each head
  * rotate by `position * invFreq[i]`; cos/sin are computed in the kernel. `x` [B, T, H, D] (or [T, H, D]; or
  * [B, H, T, D] with `layout: 'BHTD'`) in f32/f16/bf16; `invFreq` f32 [R/2] from {@link ropeInvFreq} (R <= D:
- * elements past R are copied, partial rotary). Returns f32. One workgroup per token.
+ * elements past R are copied, partial rotary). Returns f32. One workgroup per token. Tensors larger than one
+ * storage binding are processed in chunks of tokens (BTHD) or of whole batches (BHTD).
  */
 export function rope(ctx: Context, x: DeviceTensor, invFreq: DeviceTensor, opts: RopeOptions = {}): DeviceTensor {
   return apply(ctx, 'rope', x, invFreq, 1, opts);

@@ -7,34 +7,13 @@ import { dot, finiteDiff, randn, relErr } from '../../testing';
 import { llmTuning } from './common';
 import { softmax, softmaxBackward } from './softmax';
 import { get, poisoned, randTensor } from './test-util';
+import { refSoftmax, refSoftmaxBackward as refBackward } from './llm.ref';
 
 let ctx: Context;
 beforeAll(async () => {
   ctx = await createContext();
 });
 afterAll(() => ctx.destroy());
-
-function refSoftmax(x: Float64Array, rows: number, len: number): Float64Array {
-  const y = new Float64Array(rows * len);
-  for (let r = 0; r < rows; r++) {
-    let m = -Infinity;
-    for (let j = 0; j < len; j++) m = Math.max(m, x[r * len + j]!);
-    let s = 0;
-    for (let j = 0; j < len; j++) s += Math.exp(x[r * len + j]! - m);
-    for (let j = 0; j < len; j++) y[r * len + j] = Math.exp(x[r * len + j]! - m) / s;
-  }
-  return y;
-}
-
-function refBackward(y: Float64Array, dy: Float64Array, rows: number, len: number): Float64Array {
-  const dx = new Float64Array(rows * len);
-  for (let r = 0; r < rows; r++) {
-    let d = 0;
-    for (let j = 0; j < len; j++) d += y[r * len + j]! * dy[r * len + j]!;
-    for (let j = 0; j < len; j++) dx[r * len + j] = y[r * len + j]! * (dy[r * len + j]! - d);
-  }
-  return dx;
-}
 
 describe('softmax', () => {
   it('reference backward matches finite differences', () => {

@@ -3,7 +3,21 @@ import softmaxBwdWgsl from '../../../../../shaders/softmax-backward.wgsl';
 import type { Context } from '../../context';
 import { ShapeError } from '../../errors';
 import { empty, numel, type DeviceTensor } from '../../tensor';
-import { checkBindable, checkFloat, checkOut, fmt, grid, llmKernel, reduceCode, rowShape, sameShape, vecFor, vecPrelude } from './common';
+import {
+  bindUnits,
+  checkFloat,
+  checkOut,
+  elemBytes,
+  fmt,
+  grid,
+  llmKernel,
+  reduceCode,
+  rowChunks,
+  rowShape,
+  sameShape,
+  vecFor,
+  vecPrelude,
+} from './common';
 
 function rowsOf(op: string, x: DeviceTensor): { rows: number; len: number } {
   checkFloat(x, `${op}: x`);
@@ -16,13 +30,17 @@ function rowsOf(op: string, x: DeviceTensor): { rows: number; len: number } {
  * Numerically stable softmax along the last axis (f32 arithmetic and output; input f32/f16/bf16), rows of
  * any length. One workgroup per row: rows up to 64 values per thread of a 512-thread workgroup (32k f32,
  * 64k 16-bit) are read once and kept in registers, longer rows (e.g. a 128k vocabulary) are read twice.
+ * Tensors larger than one storage binding are processed in row chunks (also in the backward).
  */
 export function softmax(ctx: Context, x: DeviceTensor, opts: { out?: DeviceTensor } = {}): DeviceTensor {
   const { rows, len } = rowsOf('softmax', x);
   const y = opts.out ?? empty(ctx, x.shape);
   if (opts.out) checkOut(opts.out, x.shape, 'softmax: out');
-  checkBindable(ctx, 'softmax', [x, 'x'], [y, 'out']);
   if (rows === 0) return y;
+  const plan = rowChunks(ctx, 'softmax', rows, [
+    [x, len * elemBytes(x), 'x'],
+    [y, len * 4, 'out'],
+  ]);
   const vec = vecFor(len, [x.dtype]);
   const { wg, nv } = rowShape(ctx, len / vec, 'softmax');
   const red = reduceCode(ctx);
@@ -35,7 +53,10 @@ export function softmax(ctx: Context, x: DeviceTensor, opts: { out?: DeviceTenso
     ],
     params: ['u32:rows', 'u32:L'],
   }));
-  ctx.dispatch(k, [x.buffer, y.buffer], grid(rows), [rows, len]);
+  for (const [r0, r1] of plan.ranges) {
+    const bufs = [bindUnits(plan, x, len * elemBytes(x), r0, r1), bindUnits(plan, y, len * 4, r0, r1)];
+    ctx.dispatch(k, bufs, grid(r1 - r0), [r1 - r0, len]);
+  }
   return y;
 }
 
@@ -46,8 +67,12 @@ export function softmaxBackward(ctx: Context, y: DeviceTensor, dy: DeviceTensor,
   if (!sameShape(y.shape, dy.shape)) throw new ShapeError(`softmaxBackward: y ${fmt(y.shape)} and dy ${fmt(dy.shape)} differ`);
   const dx = opts.out ?? empty(ctx, y.shape);
   if (opts.out) checkOut(opts.out, y.shape, 'softmaxBackward: out');
-  checkBindable(ctx, 'softmaxBackward', [y, 'y'], [dy, 'dy'], [dx, 'out']);
   if (rows === 0) return dx;
+  const plan = rowChunks(ctx, 'softmaxBackward', rows, [
+    [y, len * elemBytes(y), 'y'],
+    [dy, len * elemBytes(dy), 'dy'],
+    [dx, len * 4, 'out'],
+  ]);
   const vec = vecFor(len, [y.dtype, dy.dtype]);
   const { wg, nv } = rowShape(ctx, len / vec, 'softmax_bwd');
   const red = reduceCode(ctx);
@@ -64,6 +89,9 @@ export function softmaxBackward(ctx: Context, y: DeviceTensor, dy: DeviceTensor,
     ],
     params: ['u32:rows', 'u32:L'],
   }));
-  ctx.dispatch(k, [y.buffer, dy.buffer, dx.buffer], grid(rows), [rows, len]);
+  for (const [r0, r1] of plan.ranges) {
+    const b = (t: DeviceTensor, ub: number) => bindUnits(plan, t, ub, r0, r1);
+    ctx.dispatch(k, [b(y, len * elemBytes(y)), b(dy, len * elemBytes(dy)), b(dx, len * 4)], grid(r1 - r0), [r1 - r0, len]);
+  }
   return dx;
 }

@@ -6,32 +6,13 @@ import { release, upload } from '../../tensor';
 import { dot, finiteDiff, randn, relErr } from '../../testing';
 import { swiglu, swigluBackward, swigluFused, swigluFusedBackward } from './swiglu';
 import { get, poisoned, quantize, randTensor } from './test-util';
+import { refSwiglu as refFwd, refSwigluBackward as refBwd, swigluHalves as halves } from './llm.ref';
 
 let ctx: Context;
 beforeAll(async () => {
   ctx = await createContext();
 });
 afterAll(() => ctx.destroy());
-
-const sig = (g: number) => 1 / (1 + Math.exp(-g));
-const refFwd = (g: Float64Array, u: Float64Array) => g.map((v, i) => v * sig(v) * u[i]!);
-function refBwd(dy: Float64Array, g: Float64Array, u: Float64Array) {
-  const dg = g.map((v, i) => dy[i]! * u[i]! * sig(v) * (1 + v * (1 - sig(v))));
-  const du = g.map((v, i) => dy[i]! * v * sig(v));
-  return { dg, du };
-}
-
-/** Split [rows, 2I] into gate / up halves. */
-function halves(gu: Float64Array, rows: number, inner: number) {
-  const g = new Float64Array(rows * inner);
-  const u = new Float64Array(rows * inner);
-  for (let r = 0; r < rows; r++)
-    for (let j = 0; j < inner; j++) {
-      g[r * inner + j] = gu[r * 2 * inner + j]!;
-      u[r * inner + j] = gu[r * 2 * inner + inner + j]!;
-    }
-  return { g, u };
-}
 
 describe('swiglu', () => {
   it('reference backward matches finite differences', () => {

@@ -4,7 +4,7 @@ import type { Context } from '../../context';
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import { empty, numel, type DeviceTensor } from '../../tensor';
-import { checkBindable, checkFloat, checkOut, fmt, grid, llmKernel, sameShape, vecFor, vecPrelude } from './common';
+import { bindUnits, checkFloat, checkOut, elemBytes, fmt, grid, llmKernel, rowChunks, sameShape, vecFor, vecPrelude } from './common';
 
 const WG = 256;
 const UPT = 4;
@@ -48,9 +48,15 @@ function forward(ctx: Context, op: string, gate: DeviceTensor, up: DeviceTensor 
   const L = layoutOf(op, gate, up);
   const out = opts.out ?? empty(ctx, L.shape);
   if (opts.out) checkOut(opts.out, L.shape, `${op}: out`);
-  checkBindable(ctx, op, [gate, up ? 'gate' : 'gateUp'], ...(up ? [[up, 'up'] as [DeviceTensor, string]] : []), [out, 'out']);
   const n = numel(L.shape);
   if (n === 0) return out;
+  const I = L.inner;
+  const gRow = (L.fused ? 2 * I : I) * elemBytes(gate);
+  const plan = rowChunks(ctx, op, n / I, [
+    [gate, gRow, up ? 'gate' : 'gateUp'],
+    ...(up ? [[up, I * elemBytes(up), 'up'] as const] : []),
+    [out, I * 4, 'out'],
+  ]);
   const dts: DType[] = up ? [gate.dtype, up.dtype] : [gate.dtype];
   const vec = vecFor(L.inner, dts);
   const key = `swiglu:${L.fused ? 'fused' : 'split'}:v${vec}:${dts.join('')}`;
@@ -70,15 +76,19 @@ function forward(ctx: Context, op: string, gate: DeviceTensor, up: DeviceTensor 
     ],
     params: ['u32:units', 'u32:I'],
   }));
-  const units = n / vec;
-  const bufs = up ? [gate.buffer, up.buffer, out.buffer] : [gate.buffer, out.buffer];
-  ctx.dispatch(k, bufs, grid(Math.ceil(units / (WG * UPT))), [units, L.inner]);
+  for (const [r0, r1] of plan.ranges) {
+    const b = (t: DeviceTensor, ub: number) => bindUnits(plan, t, ub, r0, r1);
+    const units = ((r1 - r0) * I) / vec;
+    const bufs = up ? [b(gate, gRow), b(up, I * elemBytes(up)), b(out, I * 4)] : [b(gate, gRow), b(out, I * 4)];
+    ctx.dispatch(k, bufs, grid(Math.ceil(units / (WG * UPT))), [units, I]);
+  }
   return out;
 }
 
 /**
  * SwiGLU in one pass: `out = silu(gate) * up` (silu(g) = g * sigmoid(g)), elementwise over [..., I]; inputs
- * f32/f16/bf16, output f32.
+ * f32/f16/bf16, output f32. Tensors larger than one storage binding are processed in row chunks (all SwiGLU
+ * ops).
  */
 export function swiglu(ctx: Context, gate: DeviceTensor, up: DeviceTensor, opts: SwigluOptions = {}): DeviceTensor {
   return forward(ctx, 'swiglu', gate, up, opts);
@@ -101,9 +111,17 @@ function backward(
   const L = layoutOf(op, gate, up);
   checkFloat(dout, `${op}: dout`);
   if (!sameShape(dout.shape, L.shape)) throw new ShapeError(`${op}: dout ${fmt(dout.shape)} must be ${fmt(L.shape)}`);
-  checkBindable(ctx, op, [dout, 'dout'], [gate, 'gate'], ...(up ? [[up, 'up'] as [DeviceTensor, string]] : []));
   const n = numel(L.shape);
   if (n === 0) return;
+  const I = L.inner;
+  const gRow = (L.fused ? 2 * I : I) * elemBytes(gate);
+  const oRow = (L.fused ? 2 * I : I) * 4;
+  const plan = rowChunks(ctx, op, n / I, [
+    [dout, I * elemBytes(dout), 'dout'],
+    [gate, gRow, up ? 'gate' : 'gateUp'],
+    ...(up ? [[up, I * elemBytes(up), 'up'] as const] : []),
+    ...outs.map((o, i) => [o, oRow, up ? (i ? 'dup' : 'dgate') : 'dgateUp'] as const),
+  ]);
   const dts: DType[] = up ? [dout.dtype, gate.dtype, up.dtype] : [dout.dtype, gate.dtype];
   const vec = vecFor(L.inner, dts);
   const key = `swiglu_bwd:${L.fused ? 'fused' : 'split'}:v${vec}:${dts.join('')}`;
@@ -131,9 +149,12 @@ function backward(
       params: ['u32:units', 'u32:I'],
     };
   });
-  const units = n / vec;
-  const bufs = up ? [dout.buffer, gate.buffer, up.buffer, ...outs.map((o) => o.buffer)] : [dout.buffer, gate.buffer, outs[0]!.buffer];
-  ctx.dispatch(k, bufs, grid(Math.ceil(units / (WG * UPT))), [units, L.inner]);
+  for (const [r0, r1] of plan.ranges) {
+    const b = (t: DeviceTensor, ub: number) => bindUnits(plan, t, ub, r0, r1);
+    const units = ((r1 - r0) * I) / vec;
+    const bufs = [b(dout, I * elemBytes(dout)), b(gate, gRow), ...(up ? [b(up, I * elemBytes(up))] : []), ...outs.map((o) => b(o, oRow))];
+    ctx.dispatch(k, bufs, grid(Math.ceil(units / (WG * UPT))), [units, I]);
+  }
 }
 
 /**

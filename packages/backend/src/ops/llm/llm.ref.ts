@@ -1,0 +1,175 @@
+/** float64 CPU references of the LLM kernels, shared by their tests (not part of the public API). */
+
+export function refEmbedding(ids: number[], w: Float64Array, vocab: number, d: number): Float64Array {
+  const out = new Float64Array(ids.length * d);
+  ids.forEach((id, n) => {
+    if (id >= 0 && id < vocab) for (let j = 0; j < d; j++) out[n * d + j] = w[id * d + j]!;
+  });
+  return out;
+}
+
+export function refEmbeddingBackward(ids: number[], dy: Float64Array, vocab: number, d: number): Float64Array {
+  const dw = new Float64Array(vocab * d);
+  ids.forEach((id, n) => {
+    if (id >= 0 && id < vocab) for (let j = 0; j < d; j++) dw[id * d + j] = dw[id * d + j]! + dy[n * d + j]!;
+  });
+  return dw;
+}
+
+/** float64 reference: y and rstd. */
+export function refRmsNorm(x: Float64Array, w: Float64Array, rows: number, d: number, eps: number) {
+  const y = new Float64Array(rows * d);
+  const rstd = new Float64Array(rows);
+  for (let r = 0; r < rows; r++) {
+    let ss = 0;
+    for (let j = 0; j < d; j++) ss += x[r * d + j]! ** 2;
+    const rs = 1 / Math.sqrt(ss / d + eps);
+    rstd[r] = rs;
+    for (let j = 0; j < d; j++) y[r * d + j] = x[r * d + j]! * rs * w[j]!;
+  }
+  return { y, rstd };
+}
+
+/** float64 reference backward. */
+export function refRmsNormBackward(dy: Float64Array, x: Float64Array, w: Float64Array, rows: number, d: number, eps: number) {
+  const dx = new Float64Array(rows * d);
+  const dw = new Float64Array(d);
+  for (let r = 0; r < rows; r++) {
+    let ss = 0;
+    let dt = 0;
+    for (let j = 0; j < d; j++) {
+      ss += x[r * d + j]! ** 2;
+      dt += dy[r * d + j]! * w[j]! * x[r * d + j]!;
+    }
+    const rs = 1 / Math.sqrt(ss / d + eps);
+    for (let j = 0; j < d; j++) {
+      const i = r * d + j;
+      dx[i] = rs * (dy[i]! * w[j]! - (x[i]! * rs * rs * dt) / d);
+      dw[j] = dw[j]! + dy[i]! * x[i]! * rs;
+    }
+  }
+  return { dx, dw };
+}
+
+export function refSoftmax(x: Float64Array, rows: number, len: number): Float64Array {
+  const y = new Float64Array(rows * len);
+  for (let r = 0; r < rows; r++) {
+    let m = -Infinity;
+    for (let j = 0; j < len; j++) m = Math.max(m, x[r * len + j]!);
+    let s = 0;
+    for (let j = 0; j < len; j++) s += Math.exp(x[r * len + j]! - m);
+    for (let j = 0; j < len; j++) y[r * len + j] = Math.exp(x[r * len + j]! - m) / s;
+  }
+  return y;
+}
+
+export function refSoftmaxBackward(y: Float64Array, dy: Float64Array, rows: number, len: number): Float64Array {
+  const dx = new Float64Array(rows * len);
+  for (let r = 0; r < rows; r++) {
+    let d = 0;
+    for (let j = 0; j < len; j++) d += y[r * len + j]! * dy[r * len + j]!;
+    for (let j = 0; j < len; j++) dx[r * len + j] = y[r * len + j]! * (dy[r * len + j]! - d);
+  }
+  return dx;
+}
+
+export const sigmoid = (g: number) => 1 / (1 + Math.exp(-g));
+
+export const refSwiglu = (g: Float64Array, u: Float64Array) => g.map((v, i) => v * sigmoid(v) * u[i]!);
+
+export function refSwigluBackward(dy: Float64Array, g: Float64Array, u: Float64Array) {
+  const dg = g.map((v, i) => dy[i]! * u[i]! * sigmoid(v) * (1 + v * (1 - sigmoid(v))));
+  const du = g.map((v, i) => dy[i]! * v * sigmoid(v));
+  return { dg, du };
+}
+
+/** Split [rows, 2I] into gate / up halves. */
+export function swigluHalves(gu: Float64Array, rows: number, inner: number) {
+  const g = new Float64Array(rows * inner);
+  const u = new Float64Array(rows * inner);
+  for (let r = 0; r < rows; r++)
+    for (let j = 0; j < inner; j++) {
+      g[r * inner + j] = gu[r * 2 * inner + j]!;
+      u[r * inner + j] = gu[r * 2 * inner + inner + j]!;
+    }
+  return { g, u };
+}
+
+/** float64 reference: rotate with angles fround(fround(pos) * inv[i]) (HF's f32 product), cos/sin in float64. */
+export function refRope(x: Float64Array, inv: Float32Array, pos: number[][], g: Geo, sign = 1, scale = 1): Float64Array {
+  const y = Float64Array.from(x);
+  const half = inv.length;
+  for (let b = 0; b < g.b; b++)
+    for (let t = 0; t < g.t; t++)
+      for (let h = 0; h < g.h; h++) {
+        const base = g.layout === 'BTHD' ? ((b * g.t + t) * g.h + h) * g.d : ((b * g.h + h) * g.t + t) * g.d;
+        for (let i = 0; i < half; i++) {
+          const ang = Math.fround(Math.fround(pos[b]![t]!) * inv[i]!);
+          const c = Math.cos(ang) * scale;
+          const s = Math.sin(ang) * scale * sign;
+          const a = x[base + i]!;
+          const z = x[base + i + half]!;
+          y[base + i] = a * c - z * s;
+          y[base + i + half] = z * c + a * s;
+        }
+      }
+  return y;
+}
+
+/** float64 reference: row losses and the reduced loss (PyTorch F.cross_entropy semantics). */
+export function refCrossEntropy(x: Float64Array, tg: number[], v: number, o: RefOpts) {
+  const n = tg.length;
+  const rows = new Float64Array(n);
+  let count = 0;
+  let sum = 0;
+  for (let r = 0; r < n; r++) {
+    if (tg[r] === o.ignore) continue;
+    count++;
+    let m = -Infinity;
+    let sx = 0;
+    for (let j = 0; j < v; j++) {
+      m = Math.max(m, x[r * v + j]!);
+      sx += x[r * v + j]!;
+    }
+    let s = 0;
+    for (let j = 0; j < v; j++) s += Math.exp(x[r * v + j]! - m);
+    const lse = m + Math.log(s);
+    rows[r] = (1 - o.eps) * (lse - x[r * v + tg[r]!]!) + o.eps * (lse - sx / v);
+    sum += rows[r]!;
+  }
+  return { rows, loss: o.mean ? sum / count : sum, count };
+}
+
+/** float64 reference gradient of the reduced loss, times scale. */
+export function refCrossEntropyGrad(x: Float64Array, tg: number[], v: number, o: RefOpts, scale = 1) {
+  const n = tg.length;
+  const g = new Float64Array(n * v);
+  const count = tg.filter((t) => t !== o.ignore).length;
+  const k = scale / (o.mean ? count : 1);
+  for (let r = 0; r < n; r++) {
+    if (tg[r] === o.ignore) continue;
+    let m = -Infinity;
+    for (let j = 0; j < v; j++) m = Math.max(m, x[r * v + j]!);
+    let s = 0;
+    for (let j = 0; j < v; j++) s += Math.exp(x[r * v + j]! - m);
+    for (let j = 0; j < v; j++)
+      g[r * v + j] = (Math.exp(x[r * v + j]! - m) / s - o.eps / v - (j === tg[r] ? 1 - o.eps : 0)) * k;
+  }
+  return g;
+}
+
+/** Options of {@link refCrossEntropy}. */
+export interface RefOpts {
+  ignore: number;
+  eps: number;
+  mean: boolean;
+}
+
+/** Shape and layout of a rope input. */
+export interface Geo {
+  b: number;
+  t: number;
+  h: number;
+  d: number;
+  layout: 'BTHD' | 'BHTD';
+}
