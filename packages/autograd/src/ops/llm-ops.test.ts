@@ -1,0 +1,46 @@
+import { createContext, ropeInvFreq, type Context } from '@rusty/backend';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { addRmsNorm, attention, crossEntropy, embedding, gradcheck, mul, rmsNorm, rope, swiglu, Tensor } from '../index';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+const rnd = (shape: number[], seed: number, std = 1) => Tensor.randn(ctx, shape, { seed, std, requiresGrad: true });
+
+async function check(name: string, fn: (...t: Tensor[]) => Tensor, inputs: Tensor[]) {
+  const r = await gradcheck(fn, inputs);
+  expect({ name, ok: r.ok, r: r.inputs }).toMatchObject({ name, ok: true });
+}
+
+describe('LLM ops pass gradcheck through autograd', () => {
+  it('rmsNorm and the fused residual form (both outputs used)', async () => {
+    const x = rnd([3, 10], 1);
+    const r = rnd([3, 10], 2);
+    const w = rnd([10], 3);
+    await check('rmsNorm', (a, b) => rmsNorm(a, b, 1e-5), [x, w]);
+    await check('addRmsNorm', (a, b, c) => {
+      const [s, y] = addRmsNorm(a, b, c, 1e-5);
+      return mul(s, y);
+    }, [x, r, w]);
+  });
+
+  it('rope, swiglu, embedding', async () => {
+    const inv = Tensor.fromArray(ctx, ropeInvFreq({ theta: 10000, headDim: 8 }), [4]);
+    await check('rope', (a) => rope(a, inv, { positionOffset: 3 }), [rnd([2, 3, 2, 8], 4)]);
+    await check('swiglu', swiglu, [rnd([4, 6], 5), rnd([4, 6], 6)]);
+    const ids = Tensor.fromArray(ctx, [3, 0, 3, 5], [2, 2], { dtype: 'i32' });
+    await check('embedding', (w) => embedding(ids, w), [rnd([7, 5], 7)]);
+  });
+
+  it('fused attention (causal, GQA) and cross-entropy with ignored targets', async () => {
+    const q = rnd([1, 5, 4, 16], 8, 0.5);
+    const k = rnd([1, 5, 2, 16], 9, 0.5);
+    const v = rnd([1, 5, 2, 16], 10, 0.5);
+    await check('attention', (a, b, c) => attention(a, b, c, { causal: true }), [q, k, v]);
+    const t = Tensor.fromArray(ctx, [1, -100, 4, 0, 2], [5], { dtype: 'i32' });
+    await check('crossEntropy', (l) => crossEntropy(l, t), [rnd([5, 6], 11)]);
+  });
+});
