@@ -23,3 +23,4 @@ export * from './ops/llm';
 export * from './ops/attention';
 export * from './ops/optim';
 export * as testing from './testing';
+export { mulberry32 } from './random';

@@ -1,17 +1,10 @@
+import { mulberry32 } from './random';
+
 /** Helpers for kernel tests: seeded random data, float64 comparisons and finite differences. Exported so
  *  that users can test their own kernels the same way. */
 
-/** Deterministic PRNG (mulberry32) returning floats in [0, 1). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic PRNG returning floats in [0, 1) (see `mulberry32`). */
+export const rng = mulberry32;
 
 /** `n` standard-normal samples (Box-Muller), scaled by `scale`, as float64. */
 export function randn(n: number, seed = 1, scale = 1): Float64Array {

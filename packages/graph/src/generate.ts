@@ -1,4 +1,4 @@
-import { ConfigError, copyRows, download, empty, ShapeError } from '@rusty/backend';
+import { ConfigError, copyRows, download, empty, mulberry32, ShapeError } from '@rusty/backend';
 import { noGrad, Tensor } from '@rusty/autograd';
 import { KVCache } from './kv-cache';
 import type { LlamaForCausalLM } from './llama';
@@ -16,17 +16,6 @@ export interface GenerateOptions {
   seed?: number;
   /** Stop after generating one of these ids (default: the config's eos ids). */
   stopTokens?: number[];
-}
-
-function mulberry(seed: number): () => number {
-  let a = (seed * 0x9e3779b1 + 0x85ebca6b) >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Pick the next token from one row of logits. */
@@ -77,7 +66,7 @@ export async function* generateStream(model: LlamaForCausalLM, prompt: readonly 
   const v = model.config.vocabSize;
   for (const id of prompt) if (!Number.isInteger(id) || id < 0 || id >= v) throw new ShapeError(`generate: token id ${id} is outside the vocabulary (0..${v - 1})`);
   const stop = new Set(o.stopTokens ?? model.config.eosTokenId);
-  const rand = mulberry(o.seed ?? 0);
+  const rand = mulberry32(o.seed ?? 0);
   const cache = new KVCache(ctx, model.config, 1, prompt.length + maxNew);
   const wasTraining = model.training;
   model.eval();

@@ -1,0 +1,14 @@
+/**
+ * Seeded PRNG (mulberry32) returning floats in [0, 1): the one source of reproducible randomness on the host
+ * (initialisation, sampling, test data). `seed` is mixed so that nearby seeds give unrelated streams.
+ */
+export function mulberry32(seed: number): () => number {
+  let a = Math.imul((seed >>> 0) ^ 0x5bd1e995, 0x9e3779b1) >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
