@@ -1,9 +1,9 @@
 /**
  * Seeded PRNG (mulberry32) returning floats in [0, 1): the one source of reproducible randomness on the host
- * (initialisation, sampling, test data). `seed` is mixed so that nearby seeds give unrelated streams.
+ * (initialisation, sampling, test data).
  */
 export function mulberry32(seed: number): () => number {
-  let a = Math.imul((seed >>> 0) ^ 0x5bd1e995, 0x9e3779b1) >>> 0;
+  let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = a;
