@@ -7,12 +7,13 @@
 //   q     read f32|f16|bf16 [B, T, Hq, D]     k, v  read f32|f16|bf16 [B, S, Hkv, D]
 //   dout  read f32|f16|bf16 [B, T, Hq, D]     lse   read f32 [B, Hq, T]      delta read f32 [B, Hq, T]
 //   mask  read i32|u32 [B, S] (1 = keep; a 1-element dummy when hasMask = 0)
-//   dk, dv rw f32 [B, S, Hkv, D]
+//   dk_out, dv_out rw f32 [B, S, Hkv, D]
 // Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32), causal, hasMask, scale, scale2 (= scale * log2 e).
 // Template: the wrapper rewrites the `const` lines and expands `//@unroll` blocks (see specialize in common.ts).
 // Constants: D, DV = ceil(D / 4), DS (odd vec4 row stride), BC keys per workgroup,
-//   BR queries per step, TK = BC / 4 key groups (a thread owns keys tk*4 .. tk*4+3), TQ = BR / 4 threads per
-//   key group (a thread owns queries tq + TQ*j, j < 4, and output chunks tq + TQ*c, c < DC),
+//   BR queries per step, TK = BC / 4 key groups (a thread owns keys tk*4 .. tk*4+3), CQ queries per thread,
+//   TQ = BR / CQ threads per key group (a thread owns queries tq + TQ*j, j < CQ, and output chunks
+//   tq + TQ*c, c < DC),
 //   DC = ceil(DV / TQ), PS = TK + 1 (stride of Ps/dSs in vec4), NT = TK * TQ, NQL = ceil(BR * DV / NT) vec4
 //   chunks of a Q/dO block and NQM = ceil(BR / NT) rows of lse/delta that each thread loads.
 // Software pipelining: the (q head, query block) steps are one loop, and the next step's Q, dO, lse and delta
@@ -25,6 +26,7 @@ const BC: u32 = 32u;
 const BR: u32 = 32u;
 const TK: u32 = 8u;
 const TQ: u32 = 8u;
+const CQ: u32 = 4u;
 const DC: u32 = 2u;
 const PS: u32 = 9u;
 const NT: u32 = 64u;
@@ -75,6 +77,7 @@ fn ld_do(base: u32, c: u32) -> vec4<f32> {
   //@end
   return x;
 }
+
 
 fn dot4(a: f32, x: vec4<f32>, y: vec4<f32>) -> f32 {
   return fma(x.w, y.w, fma(x.z, y.z, fma(x.y, y.y, fma(x.x, y.x, a))));
@@ -162,16 +165,16 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     if (n > 0u) {
       let t0 = (qb0 + (n - 1u) % nq) * BR;
       // Transposed scores and dP: keys tk*4+i (rows), queries tq + TQ*j (columns).
-      var st: array<vec4<f32>, 4>;
+      var st: array<array<f32, CQ>, 4>;
+      var dpt: array<array<f32, CQ>, 4>;
       //@unroll i 4
-      st[$i] = vec4<f32>(0.0);  // explicit: a var in a loop body is not re-zeroed by every toolchain
+      //@unroll j CQ
+      st[$i][$j] = 0.0;  // explicit: a var in a loop body is not re-zeroed by every toolchain
+      dpt[$i][$j] = 0.0;
       //@end
-      var dpt: array<vec4<f32>, 4>;
-      //@unroll i 4
-      dpt[$i] = vec4<f32>(0.0);  // explicit: a var in a loop body is not re-zeroed by every toolchain
       //@end
       for (var c = 0u; c < DV; c++) {
-        //@unroll j 4
+        //@unroll j CQ
         let q$j = Qs[(tq + $j * TQ) * DS + c];
         let o$j = dOs[(tq + $j * TQ) * DS + c];
         //@end
@@ -179,29 +182,33 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
         {
           let kk = Ks[(tk * 4u + $i) * DS + c];
           let vv = Vs[(tk * 4u + $i) * DS + c];
-          st[$i] = vec4<f32>(dot4(st[$i].x, kk, q0u), dot4(st[$i].y, kk, q1u), dot4(st[$i].z, kk, q2u), dot4(st[$i].w, kk, q3u));
-          dpt[$i] = vec4<f32>(dot4(dpt[$i].x, vv, o0u), dot4(dpt[$i].y, vv, o1u), dot4(dpt[$i].z, vv, o2u), dot4(dpt[$i].w, vv, o3u));
+          //@unroll j CQ
+          st[$i][$j] = dot4(st[$i][$j], kk, q$j);
+          dpt[$i][$j] = dot4(dpt[$i][$j], vv, o$j);
+          //@end
         }
         //@end
       }
-      let cols = vec4<u32>(tq, tq + TQ, tq + 2u * TQ, tq + 3u * TQ);
-      let lq = vec4<f32>(qL[cols.x], qL[cols.y], qL[cols.z], qL[cols.w]);
-      let dq = vec4<f32>(qD[cols.x], qD[cols.y], qD[cols.z], qD[cols.w]);
-      let qpos = vec4<i32>(t0 + cols) + vec4<i32>(p.qOffset);
-      var pr: array<vec4<f32>, 4>;
-      var ds: array<vec4<f32>, 4>;
-      //@unroll i 4
+      //@unroll j CQ
       {
-        var vis = vec4<bool>(kok[tk * 4u + $i] != 0u);
-        if (p.causal != 0u) { vis = vis & (vec4<i32>(myKeys[$i]) <= qpos); }
-        let pp = select(vec4<f32>(0.0), exp2(st[$i] * p.scale2 - lq), vis);
-        pr[$i] = pp;
-        ds[$i] = pp * (dpt[$i] - dq);
+        let col = tq + $j * TQ;
+        let lq = qL[col];
+        let dq = qD[col];
+        let qpos = i32(t0 + col) + p.qOffset;
+        var pv = vec4<f32>(0.0);
+        var dsv = vec4<f32>(0.0);
+        //@unroll i 4
+        {
+          var vis = kok[tk * 4u + $i] != 0u;
+          if (p.causal != 0u && myKeys[$i] > qpos) { vis = false; }
+          let pp = select(0.0, exp2(st[$i][$j] * p.scale2 - lq), vis);
+          pv[$i] = pp;
+          dsv[$i] = pp * (dpt[$i][$j] - dq);
+        }
+        //@end
+        Ps[col * PS + tk] = pv;
+        dSs[col * PS + tk] = dsv;
       }
-      //@end
-      //@unroll j 4
-      Ps[cols[$j] * PS + tk] = vec4<f32>(pr[0][$j], pr[1][$j], pr[2][$j], pr[3][$j]);
-      dSs[cols[$j] * PS + tk] = vec4<f32>(ds[0][$j], ds[1][$j], ds[2][$j], ds[3][$j]);
       //@end
       workgroupBarrier();
 

@@ -9,8 +9,9 @@
 // Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32), causal, hasMask, scale, scale2 (= scale * log2 e).
 // Template: the wrapper rewrites the `const` lines and expands `//@unroll` blocks (see specialize in common.ts).
 // Constants: D, DV = ceil(D / 4), DS (odd vec4 row stride), BR query rows per
-//   workgroup, BC keys per step, TR = BR / 4 row groups (a thread owns rows ty*4 .. ty*4+3), TC = BC / 4
-//   threads per row group (a thread owns keys tx + TC*j, j < 4, and output chunks tx + TC*c, c < DC),
+//   workgroup, BC keys per step, TR = BR / 4 row groups (a thread owns rows ty*4 .. ty*4+3), CK keys per
+//   thread, TC = BC / CK threads per row group (a thread owns keys tx + TC*j, j < CK, and output chunks
+//   tx + TC*c, c < DC),
 //   DC = ceil(DV / TC), PS = TR + 1 (stride of dSs in vec4), NT = TR * TC, NKL = ceil(BC * DV / NT) vec4
 //   chunks of a K/V block and NKM = ceil(BC / NT) key flags that each thread loads.
 // Software pipelining: the next K/V block is loaded into registers while the current one is computed.
@@ -22,6 +23,7 @@ const BR: u32 = 32u;
 const BC: u32 = 32u;
 const TR: u32 = 8u;
 const TC: u32 = 8u;
+const CK: u32 = 4u;
 const DC: u32 = 2u;
 const PS: u32 = 9u;
 const NT: u32 = 64u;
@@ -69,6 +71,7 @@ fn ld_do(base: u32, c: u32) -> vec4<f32> {
   //@end
   return x;
 }
+
 
 fn dot4(a: f32, x: vec4<f32>, y: vec4<f32>) -> f32 {
   return fma(x.w, y.w, fma(x.z, y.z, fma(x.y, y.y, fma(x.x, y.x, a))));
@@ -161,8 +164,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     //@end
     workgroupBarrier();
     // Next key block into registers: lands during this block's matmuls.
-    let s1 = s0 + BC;
     if (kb + 1u < nkb) {
+      let s1 = s0 + BC;
       //@unroll u NKL
       {
         let e = tid + $u * NT;
@@ -187,16 +190,16 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
       //@end
     }
 
-    var sc: array<vec4<f32>, 4>;
+    var sc: array<array<f32, CK>, 4>;
+    var dp: array<array<f32, CK>, 4>;
     //@unroll i 4
-    sc[$i] = vec4<f32>(0.0);  // explicit: a var in a loop body is not re-zeroed by every toolchain
+    //@unroll j CK
+    sc[$i][$j] = 0.0;  // explicit: a var in a loop body is not re-zeroed by every toolchain
+    dp[$i][$j] = 0.0;
     //@end
-    var dp: array<vec4<f32>, 4>;
-    //@unroll i 4
-    dp[$i] = vec4<f32>(0.0);  // explicit: a var in a loop body is not re-zeroed by every toolchain
     //@end
     for (var c = 0u; c < DV; c++) {
-      //@unroll j 4
+      //@unroll j CK
       let k$j = Ks[(tx + $j * TC) * DS + c];
       let v$j = Vs[(tx + $j * TC) * DS + c];
       //@end
@@ -204,25 +207,29 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
       {
         let qq = Qs[(ty * 4u + $i) * DS + c];
         let oo = dOs[(ty * 4u + $i) * DS + c];
-        sc[$i] = vec4<f32>(dot4(sc[$i].x, qq, k0u), dot4(sc[$i].y, qq, k1u), dot4(sc[$i].z, qq, k2u), dot4(sc[$i].w, qq, k3u));
-        dp[$i] = vec4<f32>(dot4(dp[$i].x, oo, v0u), dot4(dp[$i].y, oo, v1u), dot4(dp[$i].z, oo, v2u), dot4(dp[$i].w, oo, v3u));
+        //@unroll j CK
+        sc[$i][$j] = dot4(sc[$i][$j], qq, k$j);
+        dp[$i][$j] = dot4(dp[$i][$j], oo, v$j);
+        //@end
       }
       //@end
     }
-    let cols = vec4<u32>(tx, tx + TC, tx + 2u * TC, tx + 3u * TC);
-    let okv = vec4<bool>(kok[cols.x] != 0u, kok[cols.y] != 0u, kok[cols.z] != 0u, kok[cols.w] != 0u);
-    let keys = vec4<i32>(vec4<u32>(s0) + cols);
-    var ds: array<vec4<f32>, 4>;
-    //@unroll i 4
+    //@unroll j CK
     {
-      var vis = okv;
-      if (p.causal != 0u) { vis = vis & (keys <= vec4<i32>(p.qOffset + i32(t0 + ty * 4u + $i))); }
-      let pp = select(vec4<f32>(0.0), exp2(sc[$i] * p.scale2 - vec4<f32>(lrow[$i])), vis);
-      ds[$i] = pp * (dp[$i] - vec4<f32>(drow[$i]));
+      let col = tx + $j * TC;
+      let key = i32(s0 + col);
+      let ok = kok[col] != 0u;
+      var dsv = vec4<f32>(0.0);
+      //@unroll i 4
+      {
+        var vis = ok;
+        if (p.causal != 0u && key > p.qOffset + i32(t0 + ty * 4u + $i)) { vis = false; }
+        let pp = select(0.0, exp2(sc[$i][$j] * p.scale2 - lrow[$i]), vis);
+        dsv[$i] = pp * (dp[$i][$j] - drow[$i]);
+      }
+      //@end
+      dSs[col * PS + ty] = dsv;
     }
-    //@end
-    //@unroll j 4
-    dSs[cols[$j] * PS + ty] = vec4<f32>(ds[0][$j], ds[1][$j], ds[2][$j], ds[3][$j]);
     //@end
     workgroupBarrier();
 

@@ -20,9 +20,10 @@
 // Constants:
 //   D head dim; DV = ceil(D / 4) vec4 chunks; DS row stride of Qs/KV in vec4 (odd: conflict-free reads);
 //   BR query rows per workgroup; BC keys per tile; TR = BR / 4 row groups (each thread owns 4 contiguous
-//   rows); TC = BC / 4 threads per row group (each owns keys tx + TC * j, j < 4, and output vec4 chunks
-//   tx + TC * c, c < DC); DC = ceil(DV / TC); PS = TR + 1 stride of Ps in vec4; NT = TR * TC threads;
-//   NKL = ceil(BC * DV / NT) vec4 chunks of a K or V tile that each thread loads, NKM = ceil(BC / NT) key flags.
+//   rows); CN keys per thread; TC = BC / CN threads per row group (each owns keys tx + TC * j, j < CN,
+//   and output vec4 chunks tx + TC * c, c < DC); DC = ceil(DV / TC); PS = TR + 1 stride of Ps in vec4;
+//   NT = TR * TC threads; NKL = ceil(BC * DV / NT) vec4 chunks of a K or V tile that each thread loads,
+//   NKM = ceil(BC / NT) key flags.
 // Software pipelining: the global loads of the next K (or V) tile are issued into registers one compute
 // phase ahead and stored to workgroup memory after it, so their latency overlaps the matmuls.
 // Workgroup: NT threads; grid (ceil(T / BR), Hq, B).
@@ -33,6 +34,7 @@ const BR: u32 = 64u;
 const BC: u32 = 32u;
 const TR: u32 = 16u;
 const TC: u32 = 8u;
+const CN: u32 = 4u;
 const DC: u32 = 2u;
 const PS: u32 = 17u;
 const NT: u32 = 128u;
@@ -74,6 +76,7 @@ fn ld_v(base: u32, c: u32) -> vec4<f32> {
   //@end
   return x;
 }
+
 
 fn dot4(a: f32, x: vec4<f32>, y: vec4<f32>) -> f32 {
   return fma(x.w, y.w, fma(x.z, y.z, fma(x.y, y.y, fma(x.x, y.x, a))));
@@ -153,31 +156,39 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     workgroupBarrier();
 
     // Scores: rows ty*4+i, keys tx + TC*j.
-    var sc: array<vec4<f32>, 4>;
+    var sc: array<array<f32, CN>, 4>;
     //@unroll i 4
-    sc[$i] = vec4<f32>(0.0);  // explicit: a var in a loop body is not re-zeroed by every toolchain
+    //@unroll j CN
+    sc[$i][$j] = 0.0;  // explicit: a var in a loop body is not re-zeroed by every toolchain
+    //@end
     //@end
     for (var c = 0u; c < DV; c++) {
-      //@unroll j 4
+      //@unroll j CN
       let k$j = KV[(tx + $j * TC) * DS + c];
       //@end
       //@unroll i 4
       {
         let qq = Qs[(ty * 4u + $i) * DS + c];
-        sc[$i] = vec4<f32>(dot4(sc[$i].x, qq, k0u), dot4(sc[$i].y, qq, k1u), dot4(sc[$i].z, qq, k2u), dot4(sc[$i].w, qq, k3u));
+        //@unroll j CN
+        sc[$i][$j] = dot4(sc[$i][$j], qq, k$j);
+        //@end
       }
       //@end
     }
-    let kb = vec4<f32>(kbias[tx], kbias[tx + TC], kbias[tx + 2u * TC], kbias[tx + 3u * TC]);
     let diag = p.causal != 0u && i32(s0 + BC) - 1 > p.qOffset + i32(t0);
-    let keys = vec4<i32>(i32(s0 + tx), i32(s0 + tx + TC), i32(s0 + tx + 2u * TC), i32(s0 + tx + 3u * TC));
-    var rmax = vec4<f32>(0.0);
-    //@unroll i 4
+    var rmax = vec4<f32>(NEG);
+    //@unroll j CN
     {
-      var x = sc[$i] + kb;
-      if (diag) { x = select(vec4<f32>(NEG), x, keys <= vec4<i32>(p.qOffset + i32(t0 + ty * 4u + $i))); }
-      sc[$i] = x;
-      rmax[$i] = max(max(x.x, x.y), max(x.z, x.w));
+      let kb = kbias[tx + $j * TC];
+      let key = i32(s0 + tx + $j * TC);
+      //@unroll i 4
+      {
+        var x = sc[$i][$j] + kb;
+        if (diag && key > p.qOffset + i32(t0 + ty * 4u + $i)) { x = NEG; }
+        sc[$i][$j] = x;
+        rmax[$i] = max(rmax[$i], x);
+      }
+      //@end
     }
     //@end
     red[tx * PS + ty] = rmax;
@@ -190,8 +201,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
       if (e < BC * DV) { KV[(e / DV) * DS + e % DV] = vreg[$u]; }
     }
     //@end
-    let s1 = s0 + BC;
     if (kt + 1u < nTiles) {
+      let s1 = s0 + BC;
       //@unroll u NKL
       {
         let e = tid + $u * NT;
@@ -215,18 +226,24 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     let msafe = select(mnew, vec4<f32>(0.0), mnew == vec4<f32>(NEG));
     let alpha = exp2(m - msafe);
     m = mnew;
-    var pr: array<vec4<f32>, 4>;
+    var pr: array<array<f32, CN>, 4>;
     //@unroll i 4
     {
-      let pp = exp2(sc[$i] - vec4<f32>(msafe[$i]));
-      pr[$i] = pp;
-      lsum[$i] = lsum[$i] * alpha[$i] + ((pp.x + pp.y) + (pp.z + pp.w));
+      var ps = 0.0;
+      //@unroll j CN
+      {
+        let pp = exp2(sc[$i][$j] - msafe[$i]);
+        pr[$i][$j] = pp;
+        ps += pp;
+      }
+      //@end
+      lsum[$i] = lsum[$i] * alpha[$i] + ps;
       //@unroll c DC
       acc[$i][$c] = acc[$i][$c] * alpha[$i];
       //@end
     }
     //@end
-    //@unroll j 4
+    //@unroll j CN
     Ps[(tx + $j * TC) * PS + ty] = vec4<f32>(pr[0][$j], pr[1][$j], pr[2][$j], pr[3][$j]);
     //@end
     workgroupBarrier();

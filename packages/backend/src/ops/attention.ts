@@ -8,4 +8,4 @@ export {
   type FlashAttentionGrads,
 } from './attention/flash';
 export { attentionDecode, type AttentionDecodeOptions } from './attention/decode';
-export { attentionTiles, type AttentionTiles } from './attention/tiles';
+export { attentionTiles, type AttentionTile, type AttentionTiles } from './attention/tiles';

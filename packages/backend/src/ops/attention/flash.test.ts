@@ -98,10 +98,8 @@ const FWD_CASES: Case[] = [
   { B: 1, T: 64, S: 64, Hq: 2, Hkv: 1, D: 64, causal: false, mask: 'u32' },
   { B: 1, T: 1, S: 20, Hq: 4, Hkv: 4, D: 16 },
   { B: 1, T: 16, S: 16, Hq: 2, Hkv: 1, D: 16, qOffset: -3 },
-  { B: 2, T: 9, S: 23, Hq: 2, Hkv: 2, D: 16, qOffset: 4, mask: 'i32' },
   { B: 1, T: 12, S: 12, Hq: 2, Hkv: 1, D: 64, scale: 0.3 },
-  { B: 2, T: 9, S: 23, Hq: 2, Hkv: 1, D: 13, qOffset: 4, mask: 'u32', dtype: 'f16' },
-  { B: 1, T: 17, S: 17, Hq: 2, Hkv: 2, D: 16, dtype: 'bf16' },
+  { B: 2, T: 9, S: 23, Hq: 2, Hkv: 1, D: 13, qOffset: 4, mask: 'i32', dtype: 'f16' },
 ];
 
 describe('flashAttention forward', () => {
@@ -152,7 +150,10 @@ const BWD_CASES: (Case & { doutType?: DType })[] = [
   { B: 2, T: 1, S: 9, Hq: 2, Hkv: 1, D: 16 },
   { B: 1, T: 16, S: 16, Hq: 2, Hkv: 1, D: 16, qOffset: -3 },
   { B: 2, T: 16, S: 40, Hq: 4, Hkv: 2, D: 80, mask: 'u32' },
-  { B: 2, T: 9, S: 23, Hq: 2, Hkv: 1, D: 13, qOffset: 4, mask: 'u32', dtype: 'f16', doutType: 'bf16' },
+  // bf16 q/k/v (its forward is checked here too) with an f16 upstream gradient, odd head dim
+  { B: 2, T: 9, S: 23, Hq: 2, Hkv: 1, D: 13, qOffset: 4, mask: 'u32', dtype: 'bf16', doutType: 'f16' },
+  // the tiles a 48 KiB-workgroup-memory GPU picks at D = 64 (lavapipe picks others; see tiles.ts)
+  { B: 2, T: 70, S: 70, Hq: 4, Hkv: 2, D: 16, mask: 'u32', tiles: { fwd: [64, 32, 2], dkdv: [32, 32, 2], dq: [64, 16, 2] } },
 ];
 
 describe('flashAttention backward', () => {
@@ -162,6 +163,7 @@ describe('flashAttention backward', () => {
       const dOut = upload(ctx, randn(c.B * c.T * c.Hq * c.D, 99), [c.B, c.T, c.Hq, c.D], c.doutType ?? 'f32');
       const dov = Float64Array.from(await download(ctx, dOut));
       const { out, lse } = flashAttention(ctx, st.q, st.k, st.v, apiOpts(c, st));
+      expect(relErr(await download(ctx, out), refAttention(c, st.opts, st.qv, st.kv, st.vv).out)).toBeLessThan(2e-6);
       const dq = empty(ctx, st.q.shape);
       const dk = empty(ctx, st.k.shape);
       const dv = empty(ctx, st.v.shape);
