@@ -1,4 +1,5 @@
 import { createContext, fmtBytes, type ContextInfo } from '@rusty/backend';
+import { flag, parseArgs, type CommandSpec } from '../args';
 
 const SHOWN_LIMITS = [
   'maxBufferSize',
@@ -48,4 +49,24 @@ export async function devicesCommand(args: { json: boolean }): Promise<void> {
   } finally {
     ctx.destroy();
   }
+}
+
+const flags = {
+  json: flag.bool('print everything (adapter info, features, all limits, fast paths) as JSON'),
+};
+
+export const devicesSpec: CommandSpec<typeof flags> = {
+  name: 'devices',
+  summary: 'show the WebGPU adapter, its features, limits and the fast paths in use',
+  usage: 'rusty devices [--json]',
+  description: `Shows the adapter WebGPU offers, its optional features (shader-f16, subgroups, timestamp-query,
+subgroup matrices), its limits and which of Rusty's fast paths are on.`,
+  flags,
+  examples: ['rusty devices', 'RUSTY_ADAPTER=nvidia rusty devices --json'],
+};
+
+export async function devicesMain(argv: string[]): Promise<number> {
+  const { opts } = parseArgs(devicesSpec, argv);
+  await devicesCommand({ json: !!opts.json });
+  return 0;
 }

@@ -1,0 +1,216 @@
+import { stat } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { Context } from '@rusty/backend';
+import { applyLora, mergeLora, type LlamaForCausalLM } from '@rusty/graph';
+import type { Tokenizer } from '@rusty/loader';
+import { flag, parseArgs, withDefault, type CommandSpec, type OptionsOf } from '../args';
+import type { CorpusSource } from '../corpus';
+import { EXIT_INTERRUPTED, EXIT_OK, InputError, UsageError } from '../errors';
+import { checkWeights, expectedShapes, loadModel, readModelConfig, requirePath, saveAdapter, saveModelDir } from '../model-io';
+import { fmtCount } from '../progress';
+import {
+  checkDataPaths,
+  checkFits,
+  checkResumeSteps,
+  loadData,
+  loadRunOptions,
+  packFor,
+  prepareOutDir,
+  resumeOptions,
+  runTraining,
+  saveRunOptions,
+  summaryLines,
+  type RunResult,
+} from '../training';
+import { dataFlags, loopFlags, noteSoftware, openContext, warmupOf } from './common';
+
+export const ALL_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
+
+const flags = {
+  model: flag.str('the base model: an HF directory (config.json + model.safetensors or shards) or a .safetensors file beside its config.json', {
+    short: 'm',
+    value: '<dir|file>',
+  }),
+  data: flag.strs('training data: text files, directories, or JSONL ({"text"} or {"prompt","response"} lines; prompts are not learned)', { short: 'd' }),
+  ...dataFlags,
+  out: withDefault(flag.str('output directory of the PEFT adapter (adapter_config.json, adapter_model.safetensors), metrics, loss.svg', { short: 'o', value: '<dir>' }), 'rusty-lora'),
+  tokenizer: flag.str("a tokenizer.json to use instead of the model directory's", { value: '<file>' }),
+  r: withDefault(flag.int('LoRA rank', { min: 1 }), 8),
+  alpha: withDefault(flag.num('LoRA alpha (the update is scaled by alpha / r)', { positive: true }), 16),
+  targets: withDefault(flag.list(`modules to adapt, or "all" (${ALL_TARGETS.join(',')})`, { value: '<names>' }), ['q_proj', 'k_proj', 'v_proj', 'o_proj']),
+  'seq-len': withDefault(flag.int('tokens per training sequence', { min: 2 }), 256),
+  pack: withDefault(flag.choice(['auto', 'yes', 'no'], 'concatenate documents into full windows (yes), or one padded window per document (no); auto: no for JSONL'), 'auto'),
+  ...loopFlags({ steps: 100, lr: 2e-4, weightDecay: 0, batch: 4 }),
+  'mixed-precision': withDefault(flag.choice(['no', 'f16', 'bf16'], 'keep the frozen base weights in 16 bits (half the memory); f16 adds dynamic loss scaling'), 'no'),
+  merge: flag.bool('also write the base model with the adapter merged into its weights, in <out>/merged'),
+  'merge-dtype': withDefault(flag.choice(['f32', 'f16', 'bf16'], 'storage dtype of the merged model'), 'f32'),
+  config: flag.str('a JSON file of options (keys as these flags: "r", "lr", "targets", "batch-size", ...)', { value: '<file>', cliOnly: true }),
+};
+
+export const finetuneSpec: CommandSpec<typeof flags> = {
+  name: 'finetune',
+  summary: 'fine-tune a safetensors Llama model with LoRA',
+  usage: 'rusty finetune --model <dir|file.safetensors> --data <file|dir|jsonl>... [options]',
+  description: `Freezes the base model, adds LoRA adapters to the target projections and trains them. Writes a PEFT
+adapter directory (loadable by rusty generate --adapter and by PEFT's PeftModel.from_pretrained) and, with
+--merge, a full HF model with the update folded into the weights. Checkpoints go to <out>/checkpoints
+(Ctrl-C saves one; --resume continues), metrics to <out>/metrics.jsonl, the loss curve to <out>/loss.svg.`,
+  flags,
+  configFlag: 'config',
+  positionals: { name: '', min: 0, max: 0 },
+  examples: [
+    'rusty finetune --model ./SmolLM2-135M --data ./data.jsonl --steps 500 --lr 2e-4 --r 16 --alpha 32',
+    'rusty finetune --model ./TinyLlama-1.1B --data ./chat.jsonl --mixed-precision bf16 --gradient-checkpointing \\',
+    '    --batch-size 2 --gradient-accumulation 8 --seq-len 512 --merge',
+    'rusty finetune --model rusty-model --data notes/ --include "**/*.md" --targets all --config lora.json',
+    'rusty finetune --model ./SmolLM2-135M --data ./data.jsonl --out my-lora --resume',
+  ],
+};
+
+type FinetuneOpts = OptionsOf<typeof flags>;
+
+const RESUMABLE = ['steps', 'logEvery', 'saveEvery', 'evalEvery', 'resume', 'overwrite', 'out', 'config', 'merge', 'mergeDtype'];
+
+export interface FinetuneOutcome {
+  model: LlamaForCausalLM;
+  tokenizer: Tokenizer;
+  run: RunResult;
+  out: string;
+  mergedDir: string | null;
+  interrupted: boolean;
+  trainable: number;
+}
+
+function resolveTargets(t: string[]): string[] {
+  return t.length === 1 && (t[0] === 'all' || t[0] === 'all-linear') ? ALL_TARGETS : t;
+}
+
+
+/**
+ * LoRA fine-tuning of a model (already loaded, or loaded from `o.model`) with resolved options; used by
+ * `rusty demo` too.
+ */
+export async function finetuneModel(
+  ctx: Context,
+  o: FinetuneOpts,
+  given?: { model: LlamaForCausalLM; tokenizer: Tokenizer; baseName: string; corpus?: CorpusSource; title?: string },
+): Promise<FinetuneOutcome> {
+  const out = resolve(o.out);
+  const mp = o.mixedPrecision === 'no' ? undefined : o.mixedPrecision;
+  let model: LlamaForCausalLM;
+  let tokenizer: Tokenizer;
+  let baseDir: string | null = null;
+  if (given) ({ model, tokenizer } = given);
+  else {
+    const { config } = await readModelConfig(o.model!);
+    checkFits(ctx, config, o.batchSize!, o.seqLen, mp ? 2 : 4);
+    const loaded = await loadModel(ctx, o.model!, { dtype: mp ?? 'f32', requiresGrad: false, gradientCheckpointing: o.gradientCheckpointing, tokenizer: o.tokenizer });
+    ({ model, tokenizer } = loaded);
+    baseDir = loaded.dir;
+  }
+  const config = model.config;
+  if (!given) noteSoftware(ctx, 'finetune');
+  if (o.seqLen > config.maxPositionEmbeddings) throw new UsageError(`finetune: --seq-len ${o.seqLen} exceeds the model's max_position_embeddings ${config.maxPositionEmbeddings}`);
+  if (o.gradientCheckpointing) model.gradientCheckpointing = true;
+  const targets = resolveTargets(o.targets);
+  applyLora(model, { r: o.r, alpha: o.alpha, targetModules: targets, seed: o.seed });
+  const trainable = model.trainableParameters().reduce((n, [, t]) => n + t.size, 0);
+  const total = model.parameters().reduce((n, t) => n + t.size, 0);
+  const corpus = given?.corpus ?? { name: o.data!.join(', '), paths: o.data!, include: o.include, exclude: o.exclude };
+  const pack = await packFor(o.pack, corpus.paths);
+  process.stderr.write(`finetune: data: ${corpus.name}${pack ? '' : ' (one window per document)'}\n`);
+  const data = await loadData(corpus, { tokenizer, seqLen: o.seqLen, pack, valSplit: o.valSplit, seed: o.seed });
+  process.stderr.write(`finetune: ${data.summary}\n`);
+  process.stderr.write(
+    `finetune: LoRA r=${o.r} alpha=${o.alpha} on ${targets.join(', ')}: ${fmtCount(trainable)} trainable of ${fmtCount(total)} parameters` +
+      `${mp ? `, frozen weights in ${mp}` : ''}${o.gradientCheckpointing ? ', gradient checkpointing' : ''}\n`,
+  );
+  await saveRunOptions(out, 'finetune', { ...o, out, model: o.model ? resolve(o.model) : o.model });
+  const run = await runTraining({
+    label: 'finetune',
+    ctx,
+    model,
+    train: data.train,
+    validation: data.validation,
+    steps: o.steps!,
+    batchSize: o.batchSize!,
+    lr: o.lr!,
+    warmup: warmupOf(o.warmup, o.steps!),
+    schedule: o.lrSchedule,
+    weightDecay: o.weightDecay,
+    gradClip: o.gradClip,
+    accumulation: o.gradientAccumulation,
+    evalEvery: o.evalEvery,
+    evalBatches: o.evalBatches,
+    saveEvery: o.saveEvery,
+    outDir: out,
+    mixedPrecision: mp,
+    resume: !!o.resume,
+    seed: o.seed,
+    logEvery: o.logEvery,
+    title: given?.title ?? `rusty finetune: LoRA r=${o.r} on ${baseDir ?? given?.baseName ?? 'the model'}`,
+  });
+  const interrupted = run.fit.reason === 'interrupted';
+  let mergedDir: string | null = null;
+  if (!interrupted) {
+    await saveAdapter(model, out, baseDir ?? given?.baseName);
+    if (o.merge) {
+      mergedDir = join(out, 'merged');
+      mergeLora(model);
+      await saveModelDir(model, tokenizer, mergedDir, { dtype: o.mergeDtype, copyFrom: baseDir ?? undefined });
+    }
+  }
+  return { model, tokenizer, run, out, mergedDir, interrupted, trainable };
+}
+
+export async function finetuneCommand(argv: string[]): Promise<number> {
+  const parsed = parseArgs(finetuneSpec, argv);
+  let o = parsed.opts;
+  if (o.resume) {
+    const saved = await loadRunOptions(resolve(o.out), 'finetune');
+    const r = resumeOptions(saved.options, o as Record<string, unknown>, parsed.onCommandLine, RESUMABLE);
+    o = r.opts as FinetuneOpts;
+    checkResumeSteps(o.steps, saved.step);
+    if (r.ignored.length) process.stderr.write(`finetune: resuming with the run's saved settings; ignored: ${r.ignored.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}\n`);
+  }
+  if (!o.model) throw new UsageError('finetune: --model <dir|file.safetensors> is required (see rusty finetune --help)');
+  if (!o.data?.length) throw new UsageError('finetune: --data <file|dir|jsonl> is required (see rusty finetune --help)');
+  // everything that can be checked without the GPU first: paths, config, weight headers, tokenizer
+  const { dir, config } = await readModelConfig(o.model);
+  await checkWeights(o.model, config);
+  const linears = new Set([...expectedShapes(config).keys()].filter((k) => k.endsWith('_proj.weight')).map((k) => k.split('.').at(-2)!));
+  const unknown = resolveTargets(o.targets).filter((t) => !linears.has(t.split('.').pop()!));
+  if (unknown.length) throw new UsageError(`finetune: --targets ${unknown.join(',')}: not a projection of this model (it has ${[...linears].join(', ')}, or "all")`);
+  if (o.tokenizer) await requirePath(o.tokenizer, '--tokenizer', 'file');
+  else
+    try {
+      await stat(join(dir, 'tokenizer.json'));
+    } catch {
+      throw new InputError(`--model ${o.model}: no tokenizer.json in ${dir}; give one with --tokenizer <tokenizer.json>`);
+    }
+  await checkDataPaths(o.data);
+  await prepareOutDir(resolve(o.out), { resume: !!o.resume, overwrite: !!o.overwrite });
+  const ctx = await openContext();
+  try {
+    const r = await finetuneModel(ctx, o);
+    if (r.interrupted) {
+      const lines = summaryLines('finetune', r.run);
+      process.stderr.write(
+        `finetune: interrupted; checkpoint saved in ${r.run.fit.checkpoint ?? r.run.checkpointDir}\n` +
+          `finetune: continue with: rusty finetune --out ${o.out} --resume\n`,
+      );
+      process.stdout.write(lines.join('\n') + '\n');
+      return EXIT_INTERRUPTED;
+    }
+    const lines = summaryLines('finetune', r.run, [
+      `  adapter     ${r.out} (adapter_config.json, adapter_model.safetensors; ${fmtCount(r.trainable)} parameters)`,
+      ...(r.mergedDir ? [`  merged      ${r.mergedDir} (config.json, model.safetensors, tokenizer.json)`] : []),
+    ]);
+    lines.push(`  next        rusty generate --model ${o.model} --adapter ${o.out} --prompt "..."`);
+    process.stdout.write(lines.join('\n') + '\n');
+    r.model.dispose();
+    return EXIT_OK;
+  } finally {
+    ctx.destroy();
+  }
+}
