@@ -5,7 +5,7 @@ import { applyLora, mergeLora, type LlamaForCausalLM } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec, type OptionsOf } from '../args';
 import type { CorpusSource } from '../corpus';
-import { EXIT_INTERRUPTED, EXIT_OK, InputError, UsageError } from '../errors';
+import { EXIT_OK, InputError, UsageError } from '../errors';
 import { checkWeights, expectedShapes, loadModel, readModelConfig, requirePath, saveAdapter, saveModelDir } from '../model-io';
 import { fmtCount } from '../progress';
 import {
@@ -23,6 +23,7 @@ import {
   type RunResult,
 } from '../training';
 import { dataFlags, loopFlags, noteSoftware, openContext, warmupOf } from './common';
+import { reportInterrupted } from './interrupted';
 
 export const ALL_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 
@@ -193,15 +194,7 @@ export async function finetuneCommand(argv: string[]): Promise<number> {
   const ctx = await openContext();
   try {
     const r = await finetuneModel(ctx, o);
-    if (r.interrupted) {
-      const lines = summaryLines('finetune', r.run);
-      process.stderr.write(
-        `finetune: interrupted; checkpoint saved in ${r.run.fit.checkpoint ?? r.run.checkpointDir}\n` +
-          `finetune: continue with: rusty finetune --out ${o.out} --resume\n`,
-      );
-      process.stdout.write(lines.join('\n') + '\n');
-      return EXIT_INTERRUPTED;
-    }
+    if (r.interrupted) return reportInterrupted('finetune', r.run, o.out);
     const lines = summaryLines('finetune', r.run, [
       `  adapter     ${r.out} (adapter_config.json, adapter_model.safetensors; ${fmtCount(r.trainable)} parameters)`,
       ...(r.mergedDir ? [`  merged      ${r.mergedDir} (config.json, model.safetensors, tokenizer.json)`] : []),

@@ -5,7 +5,7 @@ import { LlamaForCausalLM, parseLlamaConfig, type LlamaConfig } from '@rusty/gra
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec, type OptionsOf } from '../args';
 import { defaultCorpus, type CorpusSource } from '../corpus';
-import { EXIT_INTERRUPTED, EXIT_OK, UsageError } from '../errors';
+import { EXIT_OK, UsageError } from '../errors';
 import { defaultTokenizer, loadTokenizer, requirePath, saveModelDir } from '../model-io';
 import { presetFor } from '../presets';
 import { fmtCount } from '../progress';
@@ -23,6 +23,7 @@ import {
   type RunResult,
 } from '../training';
 import { dataFlags, loopFlags, noteSoftware, openContext, warmupOf } from './common';
+import { reportInterrupted } from './interrupted';
 
 const flags = {
   data: flag.strs('text files, directories (walked) or JSONL files to train on (default: the embedded corpus)', { short: 'd' }),
@@ -191,15 +192,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
   const ctx = await openContext();
   try {
     const r = await trainModel(ctx, o);
-    if (r.interrupted) {
-      const lines = summaryLines('train', r.run);
-      process.stderr.write(
-        `train: interrupted; checkpoint saved in ${r.run.fit.checkpoint ?? r.run.checkpointDir}\n` +
-          `train: continue with: rusty train --out ${o.out} --resume\n`,
-      );
-      process.stdout.write(lines.join('\n') + '\n');
-      return EXIT_INTERRUPTED;
-    }
+    if (r.interrupted) return reportInterrupted('train', r.run, o.out);
     const lines = summaryLines('train', r.run, [`  model       ${r.out} (config.json, model.safetensors, tokenizer.json)`]);
     lines.push(`  next        rusty generate --model ${o.out} --prompt "export function"`);
     process.stdout.write(lines.join('\n') + '\n');
