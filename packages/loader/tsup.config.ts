@@ -1,9 +1,10 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: ['src/index.ts'],
+  // the benchmark programs build beside the library (`rusty bench` runs dist/*bench*.js)
+  entry: { index: 'src/index.ts', 'load-bench': 'src/bench/load-bench.ts' },
   format: ['esm'],
-  dts: true,
+  dts: { entry: 'src/index.ts' },
   clean: true,
   sourcemap: true,
   target: 'node20',
