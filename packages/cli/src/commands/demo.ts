@@ -18,7 +18,7 @@ const flags = {
   out: withDefault(flag.str('directory for everything the demo writes (base model, adapter, merged model, data, metrics, curves)', { short: 'o', value: '<dir>' }), 'rusty-demo'),
   size: flag.choice(['tiny', 'small'], 'model and run size (default: tiny on a CPU software adapter, small on a GPU)'),
   steps: flag.int('pretraining steps (default 300 tiny, 600 small)', { min: 1 }),
-  'finetune-steps': flag.int('LoRA fine-tuning steps (default 200 tiny, 300 small)', { min: 1 }),
+  'finetune-steps': flag.int('LoRA fine-tuning steps (default 400 tiny, 300 small)', { min: 1 }),
   'max-new-tokens': withDefault(flag.int('tokens per sample', { short: 'n', min: 1 }), 40),
   seed: withDefault(flag.int('seed of everything', { min: 0 }), 0),
   'log-every': flag.int('without a terminal: a progress line every N steps', { min: 1 }),
@@ -80,7 +80,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
     const size = o.size ?? (ctx.info.isSoftware ? 'tiny' : 'small');
     const p = PRESETS[size];
     const steps = o.steps ?? p.steps;
-    const ftSteps = o.finetuneSteps ?? (size === 'tiny' ? 200 : 300);
+    const ftSteps = o.finetuneSteps ?? (size === 'tiny' ? 400 : 300);
     const log = (s: string) => process.stdout.write(s + '\n');
     const rel = (f: string) => relative(process.cwd(), f) || '.';
     const common = [...(o.logEvery ? ['--log-every', String(o.logEvery)] : []), '--seed', String(o.seed)];
