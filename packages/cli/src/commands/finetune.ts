@@ -11,19 +11,16 @@ import { fmtCount } from '../progress';
 import {
   checkDataPaths,
   checkFits,
-  checkResumeSteps,
   loadData,
-  loadRunOptions,
   packFor,
   prepareOutDir,
-  resumeOptions,
   runTraining,
   saveRunOptions,
   summaryLines,
   type RunResult,
 } from '../training';
 import { dataFlags, loopFlags, noteSoftware, openContext, warmupOf } from './common';
-import { reportInterrupted } from './interrupted';
+import { reportInterrupted, resumedOptions } from './run-control';
 
 export const ALL_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 
@@ -167,13 +164,7 @@ export async function finetuneModel(
 export async function finetuneCommand(argv: string[]): Promise<number> {
   const parsed = parseArgs(finetuneSpec, argv);
   let o = parsed.opts;
-  if (o.resume) {
-    const saved = await loadRunOptions(resolve(o.out), 'finetune');
-    const r = resumeOptions(saved.options, o as Record<string, unknown>, parsed.onCommandLine, RESUMABLE);
-    o = r.opts as FinetuneOpts;
-    checkResumeSteps(o.steps, saved.step);
-    if (r.ignored.length) process.stderr.write(`finetune: resuming with the run's saved settings; ignored: ${r.ignored.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}\n`);
-  }
+  if (o.resume) o = (await resumedOptions('finetune', resolve(o.out), o as Record<string, unknown>, parsed.onCommandLine, RESUMABLE)) as FinetuneOpts;
   if (!o.model) throw new UsageError('finetune: --model <dir|file.safetensors> is required (see rusty finetune --help)');
   if (!o.data?.length) throw new UsageError('finetune: --data <file|dir|jsonl> is required (see rusty finetune --help)');
   // everything that can be checked without the GPU first: paths, config, weight headers, tokenizer

@@ -12,18 +12,15 @@ import { fmtCount } from '../progress';
 import {
   checkDataPaths,
   checkFits,
-  checkResumeSteps,
   loadData,
-  loadRunOptions,
   prepareOutDir,
-  resumeOptions,
   runTraining,
   saveRunOptions,
   summaryLines,
   type RunResult,
 } from '../training';
 import { dataFlags, loopFlags, noteSoftware, openContext, warmupOf } from './common';
-import { reportInterrupted } from './interrupted';
+import { reportInterrupted, resumedOptions } from './run-control';
 
 const flags = {
   data: flag.strs('text files, directories (walked) or JSONL files to train on (default: the embedded corpus)', { short: 'd' }),
@@ -174,13 +171,7 @@ export async function trainModel(ctx: Context, o: TrainOpts, extra: { corpus?: C
 export async function trainCommand(argv: string[]): Promise<number> {
   const parsed = parseArgs(trainSpec, argv);
   let o = parsed.opts;
-  if (o.resume) {
-    const saved = await loadRunOptions(resolve(o.out), 'train');
-    const r = resumeOptions(saved.options, o as Record<string, unknown>, parsed.onCommandLine, RESUMABLE);
-    o = r.opts as TrainOpts;
-    checkResumeSteps(o.steps, saved.step);
-    if (r.ignored.length) process.stderr.write(`train: resuming with the run's saved settings; ignored: ${r.ignored.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}\n`);
-  }
+  if (o.resume) o = (await resumedOptions('train', resolve(o.out), o as Record<string, unknown>, parsed.onCommandLine, RESUMABLE)) as TrainOpts;
   // everything that can be checked without the GPU first
   if (o.data) await checkDataPaths(o.data);
   if (o.tokenizer) await requirePath(o.tokenizer, '--tokenizer');
