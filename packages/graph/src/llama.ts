@@ -30,9 +30,8 @@ export interface ModelOptions {
   /** Allocate the weights without initialising them (they are about to be loaded). */
   empty?: boolean;
   /**
-   * Precision of the rotary inverse frequencies. HF keeps `inv_freq` as a module buffer, so a model loaded in
-   * float16/bfloat16 rounds it to that dtype; `loadPretrained` follows the config's `torch_dtype` to match.
-   * Default f32.
+   * Precision of the rotary inverse frequencies: f32 (default) as `from_pretrained` computes them whatever the
+   * checkpoint's dtype; f16/bf16 round them as `model.to(float16)` on a built HF model does.
    */
   ropeDtype?: 'f32' | 'f16' | 'bf16';
   /** Recompute each decoder layer in backward instead of keeping its activations. */

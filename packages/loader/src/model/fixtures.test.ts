@@ -48,12 +48,9 @@ async function expected(file: string) {
   return out;
 }
 
-// The f16 fixture's expected.safetensors was computed with HF's inv_freq rounded to float16 (the model loaded
-// with torch_dtype float16, then upcast), while its lora/ and AdamW references used float32 inv_freq (loaded in
-// float64 directly): each test loads the model the way its reference was made.
-const ROPE_F32 = { ropeDtype: 'f32' } as const;
-
-for (const dir of ['llama-tiny', 'llama-tiny-f16']) {
+// Every reference was computed on the checkpoint as `from_pretrained` loads it: inv_freq in f32 whatever the
+// weights' dtype, so every test loads with the default options.
+for (const dir of ['llama-tiny', 'llama-tiny-f16', 'llama-tiny-bf16']) {
   describe(`${dir} matches HF transformers`, () => {
     let model: LlamaForCausalLM;
     let exp: Map<string, Float32Array>;
@@ -65,9 +62,8 @@ for (const dir of ['llama-tiny', 'llama-tiny-f16']) {
     });
     afterAll(() => model.dispose());
 
-    it('with f32 rotary frequencies the f16 model misses its expected logits (the fixture used f16 inv_freq)', async () => {
-      if (dir !== 'llama-tiny-f16') return;
-      const { model: m } = await loadPretrained(ctx, join(FIX, dir), ROPE_F32);
+    it('inv_freq rounded to 16 bits (what model.to(float16) does, not from_pretrained) misses the logits', async () => {
+      const { model: m } = await loadPretrained(ctx, join(FIX, dir), { ropeDtype: 'f16' });
       const { ids, b, t } = await inputs(dir);
       const err = rel(await m.forward(Tensor.fromArray(ctx, ids, [b, t], { dtype: 'i32' })).toArray(), exp.get('logits')!);
       expect(err).toBeGreaterThan(1e-4);
@@ -103,7 +99,7 @@ for (const dir of ['llama-tiny', 'llama-tiny-f16']) {
     });
 
     it('the PEFT adapter: logits, loss and LoRA gradients; saved and reloaded to the same values', async () => {
-      const { model: m } = await loadPretrained(ctx, join(FIX, dir), ROPE_F32);
+      const { model: m } = await loadPretrained(ctx, join(FIX, dir));
       await loadLoraAdapter(m, join(FIX, dir, 'lora'));
       const lexp = await expected(join(FIX, dir, 'lora', 'expected.safetensors'));
       const { ids, labels, b, t } = await inputs(dir);
@@ -123,7 +119,7 @@ for (const dir of ['llama-tiny', 'llama-tiny-f16']) {
       const tmp = await mkdtemp(join(tmpdir(), 'rusty-lora-'));
       try {
         await saveLoraAdapter(m, tmp);
-        const { model: m2 } = await loadPretrained(ctx, join(FIX, dir), ROPE_F32);
+        const { model: m2 } = await loadPretrained(ctx, join(FIX, dir));
         await loadLoraAdapter(m2, tmp);
         const again = await m2.forward(input).toArray();
         expect(rel(again, logits)).toBe(0);
@@ -135,7 +131,7 @@ for (const dir of ['llama-tiny', 'llama-tiny-f16']) {
     });
 
     it('5 AdamW steps (warm-up, clipping, weight decay) reproduce the losses and the parameters', async () => {
-      const { model: m } = await loadPretrained(ctx, join(FIX, dir), ROPE_F32);
+      const { model: m } = await loadPretrained(ctx, join(FIX, dir));
       const { ids, labels, b, t } = await inputs(dir);
       const input = Tensor.fromArray(ctx, ids, [b, t], { dtype: 'i32' });
       const a = ej.adamw;

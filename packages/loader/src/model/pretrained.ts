@@ -13,11 +13,10 @@ export interface LoadPretrainedOptions {
   requiresGrad?: boolean;
   gradientCheckpointing?: boolean;
   /**
-   * Precision of the rotary inverse frequencies. HF keeps `inv_freq` as a buffer that follows the dtype the
-   * model is loaded in: `auto` (default) rounds it to the config's `torch_dtype` (float16/bfloat16), as
-   * `from_pretrained(torch_dtype="auto")` does; `f32` matches a model loaded in float32 or float64.
+   * Precision of the rotary inverse frequencies. `f32` (default) is what `from_pretrained` computes whatever
+   * the checkpoint's dtype; `f16`/`bf16` round them the way `model.to(float16)` on a built model does.
    */
-  ropeDtype?: 'auto' | 'f32' | 'f16' | 'bf16';
+  ropeDtype?: 'f32' | 'f16' | 'bf16';
 }
 
 export interface Pretrained {
@@ -58,15 +57,8 @@ export async function loadPretrained(ctx: Context, path: string, opts: LoadPretr
   try {
     let dtype: DType = 'f32';
     if (opts.dtype && opts.dtype !== 'auto') dtype = opts.dtype;
-    // HF's inv_freq buffer takes the dtype the model is loaded in (torch_dtype)
-    const ropeDtype =
-      opts.ropeDtype && opts.ropeDtype !== 'auto'
-        ? opts.ropeDtype
-        : config.torchDtype === 'float16'
-          ? 'f16'
-          : config.torchDtype === 'bfloat16'
-            ? 'bf16'
-            : 'f32';
+    // from_pretrained computes inv_freq in f32 whatever the checkpoint's dtype (transformers 5.17)
+    const ropeDtype = opts.ropeDtype ?? 'f32';
     const model = new LlamaForCausalLM(ctx, config, {
       empty: true,
       dtype,
