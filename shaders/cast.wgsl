@@ -1,25 +1,18 @@
 // cast: dst = convert(src), elementwise, with exact 16-bit conversions (see half.wgsl).
-// Bindings: src (read, any float dtype, via read_src), dst (rw u32 words: f32 bits, or packed 16-bit pairs).
+// Bindings: src (read, any float dtype, via read_src), dst (rw u32 words of the output format).
 // Params: n (elements), row (threads per grid row, for 2-D grids past 65535 workgroups).
-// Constants: DST_KIND 0 = f32 (one thread per element), 1 = f16, 2 = bf16 (one thread per output word).
-override DST_KIND: u32 = 0u;
-
-fn enc16(x: f32) -> u32 {
-  if (DST_KIND == 1u) { return f32_to_f16_bits(x); }
-  return f32_to_bf16_bits(x);
-}
+// Prepended by the wrapper from the format table (kernel.ts `wgslPacker('dst', dtype)`): PW_dst (output
+//   elements per word) and pack_dst (PW_dst f32 values -> one word). One thread per output word.
+// Workgroup: 256 threads.
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) g: vec3u) {
   let t = g.x + g.y * p.row;
-  if (DST_KIND == 0u) {
-    if (t >= p.n) { return; }
-    dst[t] = bitcast<u32>(read_src(t));
-    return;
-  }
-  let i = 2u * t;
+  let i = PW_dst * t;
   if (i >= p.n) { return; }
-  var hi = 0u;
-  if (i + 1u < p.n) { hi = enc16(read_src(i + 1u)); }
-  dst[t] = enc16(read_src(i)) | (hi << 16u);
+  var x: array<f32, PW_dst>;
+  for (var j = 0u; j < PW_dst; j++) {
+    if (i + j < p.n) { x[j] = read_src(i + j); }
+  }
+  dst[t] = pack_dst(x);
 }

@@ -10,7 +10,10 @@
 //   WTX: thread columns per warp (a warp covers WTX x 32/WTX thread positions of the TX x TY thread grid),
 //   GM: workgroup order (0: row-major over the tile grid; G > 0: bands of G tile rows, each walked column by
 //   column, so that workgroups running together share A and B slices in L2).
-// Overrides: A_KIND, B_KIND (0 f32, 1 f16, 2 bf16), TRANS_A, TRANS_B, VEC_A, VEC_B (16-byte global loads:
+// Operand readers, prepended by the wrapper from the format table (`operandReader` in ops/core/matmul.ts):
+//   at_a(e) / at_b(e) -> f32 (element e of a4 / b4), vec8_a(e, lim) / vec8_b(e, lim) -> array<vec4f, 2> (the 8
+//   elements from e along the contiguous dim; f32 reads the second 4 only when lim > 4).
+// Overrides: TRANS_A, TRANS_B, VEC_A, VEC_B (16-byte global loads:
 //   the operand's contiguous dim and batch stride are multiples of 4 (f32) or 8 (16-bit)), VEC_C (N % 4 == 0),
 //   HAS_BIAS, ACCUM.
 // Grid: x = ceil(N / BN), y = ceil(M / BM), z = batch. Workgroup: (BN / TN) * (BM / TM) threads.
@@ -19,8 +22,6 @@
 //   the other buffer, one barrier per slice. A thread owns rows (g * TY + ty) * 4 + i and columns
 //   (h * TX + tx) * 4 + j, so its fragment reads are vec4s that neighbouring threads take from neighbouring
 //   words (no bank conflicts) and its C stores are coalesced vec4s. Out-of-range elements load as 0.
-override A_KIND: u32 = 0u;
-override B_KIND: u32 = 0u;
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
 override VEC_A: bool = false;
@@ -52,28 +53,6 @@ var<workgroup> Bs: array<vec4f, 2u * BS_N>;
 var<private> ra: array<vec4f, 2u * PA>;
 var<private> rb: array<vec4f, 2u * PB>;
 
-fn dec16(kind: u32, w: u32, hi: bool) -> f32 {
-  let h = select(w & 0xffffu, w >> 16u, hi);
-  if (kind == 1u) { return f16_bits_to_f32(h); }
-  return bitcast<f32>(h << 16u);
-}
-
-// two elements packed in one word -> (lo, hi) as f32
-fn dec2(kind: u32, w: u32) -> vec2f {
-  if (kind == 1u) { return unpack2x16float(w); }
-  return vec2f(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u));
-}
-
-fn a_at(e: u32) -> f32 {
-  if (A_KIND == 0u) { return bitcast<f32>(a4[e >> 2u][e & 3u]); }
-  return dec16(A_KIND, a4[e >> 3u][(e >> 1u) & 3u], (e & 1u) == 1u);
-}
-
-fn b_at(e: u32) -> f32 {
-  if (B_KIND == 0u) { return bitcast<f32>(b4[e >> 2u][e & 3u]); }
-  return dec16(B_KIND, b4[e >> 3u][(e >> 1u) & 3u], (e & 1u) == 1u);
-}
-
 // Fetch the A slice [m0, m0 + BM) x [k0, k0 + BK) into ra: thread lid takes pairs pr = l * WG + lid of
 // 4-element groups that are adjacent along A's contiguous dim (8 contiguous elements).
 fn fetchA(bo: u32, m0: u32, k0: u32, lid: u32) {
@@ -100,17 +79,14 @@ fn fetchA(bo: u32, m0: u32, k0: u32, lid: u32) {
       var v0 = vec4f(0.0);
       var v1 = vec4f(0.0);
       if (ok0 && lim > 0u) {
-        if (VEC_A && A_KIND == 0u) {
-          v0 = bitcast<vec4f>(a4[e >> 2u]);
-          if (lim > 4u) { v1 = bitcast<vec4f>(a4[(e >> 2u) + 1u]); }
-        } else if (VEC_A) {
-          let w = a4[e >> 3u];
-          v0 = vec4f(dec2(A_KIND, w.x), dec2(A_KIND, w.y));
-          v1 = vec4f(dec2(A_KIND, w.z), dec2(A_KIND, w.w));
+        if (VEC_A) {
+          let v = vec8_a(e, lim);
+          v0 = v[0];
+          v1 = v[1];
         } else {
           for (var j = 0u; j < dn(4u); j++) {
-            if (j < lim) { v0[j] = a_at(e + j); }
-            if (j + 4u < lim) { v1[j] = a_at(e + 4u + j); }
+            if (j < lim) { v0[j] = at_a(e + j); }
+            if (j + 4u < lim) { v1[j] = at_a(e + 4u + j); }
           }
         }
       }
@@ -144,17 +120,14 @@ fn fetchB(bo: u32, n0: u32, k0: u32, lid: u32) {
       var v0 = vec4f(0.0);
       var v1 = vec4f(0.0);
       if (ok0 && lim > 0u) {
-        if (VEC_B && B_KIND == 0u) {
-          v0 = bitcast<vec4f>(b4[e >> 2u]);
-          if (lim > 4u) { v1 = bitcast<vec4f>(b4[(e >> 2u) + 1u]); }
-        } else if (VEC_B) {
-          let w = b4[e >> 3u];
-          v0 = vec4f(dec2(B_KIND, w.x), dec2(B_KIND, w.y));
-          v1 = vec4f(dec2(B_KIND, w.z), dec2(B_KIND, w.w));
+        if (VEC_B) {
+          let v = vec8_b(e, lim);
+          v0 = v[0];
+          v1 = v[1];
         } else {
           for (var j = 0u; j < dn(4u); j++) {
-            if (j < lim) { v0[j] = b_at(e + j); }
-            if (j + 4u < lim) { v1[j] = b_at(e + 4u + j); }
+            if (j < lim) { v0[j] = at_b(e + j); }
+            if (j + 4u < lim) { v1[j] = at_b(e + 4u + j); }
           }
         }
       }

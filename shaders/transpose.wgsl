@@ -3,11 +3,11 @@
 // Bindings: x (read, f32/f16/bf16 via read_x), y (rw u32 words: f32 bits, or two packed 16-bit values).
 // Params: n (output elements), row (threads per grid row: t = gid.x + gid.y * row), off (element offset),
 //   d0..d5 (output dims, outermost first, padded with 1 on the left after merging), s0..s5 (input strides).
-// Constants: RANK (dims in use, 1..6), OUT_KIND (0 f32: a thread per element; 1 f16, 2 bf16: a thread per
-//   output word, i.e. per pair of elements).
+// Constants: RANK (dims in use, 1..6).
+// Prepended by the wrapper from the format table (kernel.ts `wgslPacker('y', dtype)`): PW_y (output elements
+//   per word) and pack_y (PW_y f32 values -> one word). One thread per output word.
 // Workgroup: 256 threads.
 override RANK: u32 = 6u;
-override OUT_KIND: u32 = 0u;
 
 fn src_index(i: u32) -> u32 {
   var r = i;
@@ -30,22 +30,14 @@ fn src_index(i: u32) -> u32 {
   return a;
 }
 
-fn enc16(v: f32) -> u32 {
-  if (OUT_KIND == 1u) { return f32_to_f16_bits(v); }
-  return f32_to_bf16_bits(v);
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) g: vec3u) {
   let t = g.x + g.y * p.row;
-  if (OUT_KIND == 0u) {
-    if (t >= p.n) { return; }
-    y[t] = bitcast<u32>(read_x(src_index(t)));
-    return;
-  }
-  let i = 2u * t;
+  let i = PW_y * t;
   if (i >= p.n) { return; }
-  var hi = 0u;
-  if (i + 1u < p.n) { hi = enc16(read_x(src_index(i + 1u))); }
-  y[t] = enc16(read_x(src_index(i))) | (hi << 16u);
+  var x: array<f32, PW_y>;
+  for (var j = 0u; j < PW_y; j++) {
+    if (i + j < p.n) { x[j] = read_x(src_index(i + j)); }
+  }
+  y[t] = pack_y(x);
 }

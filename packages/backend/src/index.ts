@@ -1,5 +1,6 @@
 export * from './errors';
 export * from './dtype';
+export * from './format';
 export { BufferPool, sizeClass, fmtBytes, type GpuBuffer, type MemoryStats } from './buffer-pool';
 export {
   Context,
@@ -11,7 +12,7 @@ export {
   type BufferSlice,
   type BufferBinding,
 } from './context';
-export { kernelSource, kernelKey, kernelBaseKey, codeHash, type KernelDef, type BindingSpec, type ParamSpec } from './kernel';
+export { kernelSource, wgslPacker, kernelKey, kernelBaseKey, codeHash, type KernelDef, type BindingSpec, type ParamSpec } from './kernel';
 export type { SpeedToggles } from './gpu-provider';
 export { grid1d } from './grid';
 export * from './tensor';

@@ -1,5 +1,6 @@
 import type { DType } from './dtype';
-import { isHalf } from './dtype';
+import { ShapeError } from './errors';
+import { formatOf } from './format';
 import halfWgsl from '../../../shaders/half.wgsl';
 
 /** How a kernel sees one storage binding. `read` bindings get a `read_<name>(i) -> f32|i32|u32` function that
@@ -33,28 +34,26 @@ export interface KernelDef {
   enables?: readonly string[];
 }
 
-function scalarOf(d: DType): 'f32' | 'i32' | 'u32' {
-  return d === 'i32' ? 'i32' : d === 'u32' || isHalf(d) ? 'u32' : 'f32';
+/** The reader function that returns element i of a binding as f32 (or its integer type), from the format
+ *  table's load expression (block formats read their scales from the binding `<name>_scales`). */
+function readerFor(name: string, dtype: DType): string {
+  const w = formatOf(dtype).wgsl;
+  return `fn read_${name}(i: u32) -> ${w.value} { return ${w.load(name, 'i', `${name}_scales`)}; }`;
 }
 
-/** The reader function that returns element i of a binding as f32 (or its integer type). */
-function readerFor(name: string, dtype: DType): string {
-  const v = `${name}`;
-  switch (dtype) {
-    case 'f16':
-      return `fn read_${name}(i: u32) -> f32 { return f16_bits_to_f32((${v}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu); }`;
-    case 'bf16':
-      return (
-        `fn read_${name}(i: u32) -> f32 { let w = ${v}[i >> 1u]; ` +
-        `return bitcast<f32>(select(w << 16u, w & 0xffff0000u, (i & 1u) == 1u)); }`
-      );
-    case 'f32':
-      return `fn read_${name}(i: u32) -> f32 { return ${v}[i]; }`;
-    case 'i32':
-      return `fn read_${name}(i: u32) -> i32 { return ${v}[i]; }`;
-    case 'u32':
-      return `fn read_${name}(i: u32) -> u32 { return ${v}[i]; }`;
-  }
+/**
+ * WGSL for a kernel that writes `dtype` one u32 word at a time (each thread owns whole words): the constant
+ * `PW_<name>` (elements per word) and `pack_<name>(x: array<f32, PW_<name>>) -> u32`, from the format
+ * table's `pack` (16-bit formats round to nearest even). Formats kernels cannot write throw a ShapeError.
+ */
+export function wgslPacker(name: string, dtype: DType): string {
+  const f = formatOf(dtype);
+  if (!f.wgsl.pack || f.kind !== 'float') throw new ShapeError(`kernels do not write ${dtype} storage (binding '${name}')`);
+  const xs = Array.from({ length: f.perWord }, (_, j) => `x[${j}]`);
+  return (
+    `const PW_${name}: u32 = ${f.perWord}u;\n` +
+    `fn pack_${name}(x: array<f32, ${f.perWord}>) -> u32 { return ${f.wgsl.pack(xs)}; }\n`
+  );
 }
 
 /** The full WGSL module text of a kernel: enables, uniform struct, bindings, readers, then the body. */
@@ -72,8 +71,13 @@ export function kernelSource(def: KernelDef): string {
     lines.push('}');
     lines.push('@group(0) @binding(0) var<uniform> p: P;');
   }
+  const helpers = new Set<string>();
+  for (const b of def.bindings) {
+    const h = formatOf(b.dtype).wgsl.helpers;
+    if (h && !helpers.has(h)) lines.push(h), helpers.add(h);
+  }
   def.bindings.forEach((b, i) => {
-    const s = scalarOf(b.dtype);
+    const s = formatOf(b.dtype).wgsl.word;
     if (b.access === 'read') {
       lines.push(`@group(0) @binding(${i + 1}) var<storage, read> ${b.name}: array<${s}>;`);
       lines.push(readerFor(b.name, b.dtype));

@@ -2,7 +2,8 @@ import binaryWgsl from '../../../../../shaders/binary.wgsl';
 import fillWgsl from '../../../../../shaders/fill.wgsl';
 import unaryWgsl from '../../../../../shaders/unary.wgsl';
 import type { Context } from '../../context';
-import { f32ToBf16Bits, f32ToF16Bits, type DType } from '../../dtype';
+import { storageBytes, type DType } from '../../dtype';
+import { formatOf } from '../../format';
 import { ShapeError } from '../../errors';
 import { grid1d } from '../../grid';
 import { checkShape, empty, numel, type DeviceTensor } from '../../tensor';
@@ -172,19 +173,12 @@ export const minimum = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: E
 export const pow = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
   binary(ctx, 'pow', a, b, opts);
 
+/** The u32 word that repeats `value` in `dtype`'s storage (from the format table's host encoder). */
 function fillWord(value: number, dtype: DType): number {
-  switch (dtype) {
-    case 'f32':
-      return new Uint32Array(Float32Array.of(value).buffer)[0]!;
-    case 'f16':
-      return (f32ToF16Bits(value) * 0x10001) >>> 0;
-    case 'bf16':
-      return (f32ToBf16Bits(value) * 0x10001) >>> 0;
-    case 'i32':
-    case 'u32':
-      if (!Number.isInteger(value)) throw new ShapeError(`fill: ${value} is not an integer for dtype ${dtype}`);
-      return value >>> 0;
-  }
+  const f = formatOf(dtype);
+  if (f.kind === 'int' && !Number.isInteger(value)) throw new ShapeError(`fill: ${value} is not an integer for dtype ${dtype}`);
+  if (f.kind === 'block') throw new ShapeError(`fill: ${dtype} tensors are made by quantizing, not filled`);
+  return new Uint32Array(f.encode(new Array<number>(f.perWord).fill(value)).buffer, 0, 1)[0]!;
 }
 
 function fillKernel(ctx: Context, entry: 'main' | 'arange', int: boolean) {
@@ -204,7 +198,7 @@ export function fill(ctx: Context, shape: readonly number[], value: number, dtyp
   const y = opts.out ?? empty(ctx, shape, dtype);
   if (opts.out) checkOut(opts.out, shape, 'fill', dtype);
   const word = fillWord(value, dtype);
-  const words = dtype === 'f16' || dtype === 'bf16' ? Math.ceil(numel(shape) / 2) : numel(shape);
+  const words = storageBytes(dtype, numel(shape)) / 4;
   const { wg, row } = grid1d(words, 256);
   ctx.dispatch(fillKernel(ctx, 'main', false), [y.buffer], words ? wg : 0, [words, row, word, 0]);
   return y;

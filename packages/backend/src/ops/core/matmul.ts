@@ -2,7 +2,9 @@ import refWgsl from '../../../../../shaders/matmul-ref.wgsl';
 import tiledWgsl from '../../../../../shaders/matmul.wgsl';
 import type { Context } from '../../context';
 import type { GpuBuffer } from '../../buffer-pool';
+import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
+import { formatOf } from '../../format';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import { reduce } from './reduce';
 import { assertFloat, broadcastShapes, cachedKernel, checkBinding, checkOut, fmtShape } from './util';
@@ -70,8 +72,6 @@ export interface MatmulOptions {
   /** Tuning: run this tile configuration instead of a numbered variant (see `checkTile` for the rules). */
   tile?: MatmulTile;
 }
-
-const KIND = { f32: 0, f16: 1, bf16: 2 } as const;
 
 /**
  * Batched matrix product `C[b] = alpha * op(A[b]) @ op(B[b]) (+ bias) (+ C[b] if accumulate)` with f32
@@ -176,7 +176,7 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
     return c;
   }
   // 16-byte loads need the contiguous dim (and the batch stride) to be a multiple of the vector width
-  const w = (dt: string) => (dt === 'f32' ? 4 : 8);
+  const w = (dt: DType) => 4 * formatOf(dt).perWord;
   const contA = transA ? Mk : K;
   const contB = transB ? K : N;
   const vec = {
@@ -184,11 +184,11 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
     VEC_B: +(contB % w(b.dtype) === 0 && sb % w(b.dtype) === 0),
     VEC_C: +(N % 4 === 0),
   };
-  const constants = { DYN: +ctx.info.isSoftware, A_KIND: KIND[a.dtype as 'f32'], B_KIND: KIND[b.dtype as 'f32'], ...flags, ...vec };
+  const constants = { DYN: +ctx.info.isSoftware, ...flags, ...vec };
   const key = `mm:${tname}:${a.dtype}:${b.dtype}:${biasDtype}:${Object.values(constants).join('')}`;
   const k = cachedKernel(ctx, key, () => ({
     name: `matmul-${tname}`,
-    code: tileConsts(tile) + tiledWgsl,
+    code: tileConsts(tile) + operandReader('a', a.dtype) + operandReader('b', b.dtype) + tiledWgsl,
     bindings,
     params: PARAMS,
     constants,
@@ -200,6 +200,32 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
 function grid(ctx: Context, k: ReturnType<typeof ctx.kernel>, bufs: GpuBuffer[], x: number, y: number, z: number, params: number[]): void {
   if (x > 65535 || y > 65535) throw new ShapeError(`matmul: ${y} x ${x} workgroup tiles are more than one dispatch takes`);
   ctx.dispatch(k, bufs, [x, y, z], params);
+}
+
+/**
+ * WGSL readers of a matmul operand bound as `array<vec4u>` (`<x>4`), from the format table: `at_<x>(e)` (one
+ * element as f32) and `vec8_<x>(e, lim)` (8 elements from e along the contiguous dim; 32-bit formats read the
+ * second 16 bytes only when lim > 4). Formats of 1 or 2 elements per word.
+ */
+export function operandReader(x: 'a' | 'b', dtype: DType): string {
+  const f = formatOf(dtype);
+  const u = (w: string) => f.wgsl.unpack(w);
+  if (f.perWord === 1)
+    return (
+      `fn at_${x}(e: u32) -> f32 { return ${u(`${x}4[e >> 2u][e & 3u]`)}; }\n` +
+      `fn vec8_${x}(e: u32, lim: u32) -> array<vec4f, 2> {\n` +
+      `  var r: array<vec4f, 2>;\n  var w = ${x}4[e >> 2u];\n` +
+      `  r[0] = vec4f(${u('w.x')}, ${u('w.y')}, ${u('w.z')}, ${u('w.w')});\n` +
+      `  if (lim > 4u) { w = ${x}4[(e >> 2u) + 1u]; r[1] = vec4f(${u('w.x')}, ${u('w.y')}, ${u('w.z')}, ${u('w.w')}); }\n` +
+      `  return r;\n}\n`
+    );
+  if (f.perWord === 2)
+    return (
+      `fn at_${x}(e: u32) -> f32 { return ${u(`${x}4[e >> 3u][(e >> 1u) & 3u]`)}[e & 1u]; }\n` +
+      `fn vec8_${x}(e: u32, lim: u32) -> array<vec4f, 2> {\n  let w = ${x}4[e >> 3u];\n` +
+      `  return array<vec4f, 2>(vec4f(${u('w.x')}, ${u('w.y')}), vec4f(${u('w.z')}, ${u('w.w')}));\n}\n`
+    );
+  throw new ShapeError(`matmul: ${dtype} operands are not read by the tiled kernel`);
 }
 
 /** The WGSL constants of a tile (prepended to `shaders/matmul.wgsl`). */

@@ -2,8 +2,10 @@ import copyWgsl from '../../../../../shaders/transpose-copy.wgsl';
 import tiledWgsl from '../../../../../shaders/transpose-tiled.wgsl';
 import gatherWgsl from '../../../../../shaders/transpose.wgsl';
 import type { Context } from '../../context';
-import { isHalf, storageBytes, type DType } from '../../dtype';
+import { floatNames, isFloat, storageBytes, type DType } from '../../dtype';
 import { ShapeError } from '../../errors';
+import { formatOf } from '../../format';
+import { wgslPacker } from '../../kernel';
 import { grid1d } from '../../grid';
 import { checkShape, empty, numel, type DeviceTensor } from '../../tensor';
 import { assertFloat, cachedKernel, checkOut, coalesce, contiguousStrides, fmtShape, MAX_RANK, normAxis, padRank } from './util';
@@ -43,7 +45,7 @@ export function stridedCopy(
   if (strides.length !== shape.length)
     throw new ShapeError(`stridedCopy: ${strides.length} strides for shape ${fmtShape(shape)}`);
   const dtype = opts.dtype ?? x.dtype;
-  if (dtype !== 'f32' && !isHalf(dtype)) throw new ShapeError(`stridedCopy: output dtype ${dtype} is not f32, f16 or bf16`);
+  if (!isFloat(dtype)) throw new ShapeError(`stridedCopy: output dtype ${dtype} is not ${floatNames()}`);
   const y = opts.out ?? empty(ctx, shape, dtype);
   if (opts.out) checkOut(opts.out, shape, 'stridedCopy', dtype, [x]);
   const n = numel(shape);
@@ -73,19 +75,18 @@ export function stridedCopy(
   }
   if (d.length > MAX_RANK)
     throw new ShapeError(`stridedCopy: view ${fmtShape(shape)} strides ${fmtShape(strides)} needs ${d.length} dims; at most ${MAX_RANK} are supported`);
-  const kind = dtype === 'f32' ? 0 : dtype === 'f16' ? 1 : 2;
   const pr = padRank(d, [s]);
-  const k = cachedKernel(ctx, `gather:${d.length}:${kind}:${x.dtype}`, () => ({
+  const k = cachedKernel(ctx, `gather:${d.length}:${dtype}:${x.dtype}`, () => ({
     name: 'transpose',
-    code: gatherWgsl,
+    code: wgslPacker('y', dtype) + gatherWgsl,
     bindings: [
       { name: 'x', access: 'read', dtype: x.dtype },
       { name: 'y', access: 'rw', dtype: 'u32' },
     ],
     params: GATHER_PARAMS,
-    constants: { RANK: d.length, OUT_KIND: kind },
+    constants: { RANK: d.length },
   }));
-  const { wg, row } = grid1d(kind ? Math.ceil(n / 2) : n, 256);
+  const { wg, row } = grid1d(Math.ceil(n / formatOf(dtype).perWord), 256);
   ctx.dispatch(k, [x.buffer, y.buffer], wg, [n, row, offset, ...pr.dims, ...pr.strides[0]!]);
   return y;
 }

@@ -1,6 +1,6 @@
 import type { Context, Kernel } from '../../context';
 import { cachedKernel as sharedCachedKernel } from '../../kernel-cache';
-import { storageBytes, type DType } from '../../dtype';
+import { floatNames, isFloat, storageBytes, type DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import type { KernelDef } from '../../kernel';
 import { numel, type DeviceTensor } from '../../tensor';
@@ -88,10 +88,8 @@ export function padRank(dims: readonly number[], strides: readonly (readonly num
   };
 }
 
-export const FLOAT_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16'];
-
 export function assertFloat(t: DeviceTensor, op: string, name = 'input'): void {
-  if (!FLOAT_DTYPES.includes(t.dtype)) throw new ShapeError(`${op}: ${name} has dtype ${t.dtype}; expected f32, f16 or bf16`);
+  if (!isFloat(t.dtype)) throw new ShapeError(`${op}: ${name} has dtype ${t.dtype}; expected ${floatNames()}`);
 }
 
 export function sameShape(a: readonly number[], b: readonly number[]): boolean {
