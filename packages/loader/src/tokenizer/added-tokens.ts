@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { Normalizer } from './normalizers';
 import type { Piece } from './pre-tokenizers';
-import { WS } from './regex';
+import { LongestMatchTrie } from './longest-match-trie';
+import { WORD, WS } from './regex';
 
 export const addedTokenSchema = z.object({
   id: z.number().int().nonnegative(),
@@ -33,60 +34,33 @@ export interface AddedToken {
  *  piece that starts at the beginning of the input. */
 export type Segment = { id: number; token: AddedToken; text: string } | Piece;
 
-const WORD_CHAR = /[\p{Alphabetic}\p{N}_]/u;
+/** Rust regex's Unicode `\w` (what the reference's single-word check uses) and `\s`. */
+const WORD_CHAR = new RegExp(`[${WORD}]`, 'u');
 const WHITE = new RegExp(`[${WS}]`, 'u');
 
-function lastChar(s: string): string {
-  const cp = s.codePointAt(s.length - 1)!;
-  return cp >= 0xdc00 && cp <= 0xdfff && s.length >= 2 ? s.slice(-2) : s.slice(-1);
+/** The code point that ends at `end` (exclusive), as a string. */
+function charBefore(s: string, end: number): string {
+  const c = s.charCodeAt(end - 1);
+  return c >= 0xdc00 && c <= 0xdfff && end >= 2 && (s.charCodeAt(end - 2) & 0xfc00) === 0xd800 ? s.slice(end - 2, end) : s[end - 1]!;
 }
 
-/** Leftmost-longest, non-overlapping search for a set of strings (what an Aho-Corasick automaton in
- *  leftmost-longest mode finds), indexed by first UTF-16 unit. */
-class Matcher {
-  private byFirst = new Map<number, { pattern: string; token: AddedToken }[]>();
-  constructor(entries: { pattern: string; token: AddedToken }[]) {
-    for (const e of entries) {
-      if (!e.pattern.length) continue;
-      const k = e.pattern.charCodeAt(0);
-      let l = this.byFirst.get(k);
-      if (!l) this.byFirst.set(k, (l = []));
-      l.push(e);
-    }
-    for (const l of this.byFirst.values()) l.sort((a, b) => b.pattern.length - a.pattern.length);
-  }
-
-  get empty(): boolean {
-    return this.byFirst.size === 0;
-  }
-
-  *matches(s: string): Generator<[number, number, AddedToken]> {
-    for (let i = 0; i < s.length; ) {
-      const cands = this.byFirst.get(s.charCodeAt(i));
-      let hit: { pattern: string; token: AddedToken } | undefined;
-      if (cands) for (const c of cands) if (s.startsWith(c.pattern, i)) {
-        hit = c;
-        break;
-      }
-      if (hit) {
-        yield [i, i + hit.pattern.length, hit.token];
-        i += hit.pattern.length;
-      } else i++;
-    }
-  }
+/** The code point that starts at `start`, as a string. */
+function charAt(s: string, start: number): string {
+  return String.fromCodePoint(s.codePointAt(start)!);
 }
 
 /**
  * The added tokens of a tokenizer and their extraction from text before the model runs: tokens with
  * `normalized: false` are found in the raw text, the others in the normalized pieces between them, honouring
- * `single_word`, `lstrip` and `rstrip` as Hugging Face `tokenizers` does.
+ * `single_word`, `lstrip` and `rstrip` as Hugging Face `tokenizers` does. Both searches are leftmost-longest
+ * (see LongestMatchTrie), special tokens taking precedence over others with the same (normalized) text.
  */
 export class AddedVocabulary {
   readonly tokens: AddedToken[] = [];
   private byContent = new Map<string, AddedToken>();
   private byId = new Map<number, AddedToken>();
-  private raw: Matcher;
-  private norm: Matcher;
+  private raw: LongestMatchTrie<AddedToken>;
+  private norm: LongestMatchTrie<AddedToken>;
 
   /**
    * Ids are assigned as the reference does on load: a token already in the model vocabulary keeps the model's
@@ -94,23 +68,30 @@ export class AddedVocabulary {
    * in the JSON are normally equal to these).
    */
   constructor(list: z.output<typeof addedTokenSchema>[], modelToId: (s: string) => number | undefined, modelCount: number, normalizer: Normalizer | null) {
+    let max = -1;
+    const replaced = new Set<AddedToken>();
     for (const t of list) {
       if (!t.content.length) continue;
       const existing = this.byContent.get(t.content);
       let id = existing?.id ?? modelToId(t.content);
-      if (id === undefined) {
-        let max = -1;
-        for (const k of this.byId.keys()) max = Math.max(max, k);
-        id = max < 0 ? modelCount : max >= modelCount || modelCount === 0 ? max + 1 : modelCount;
-      }
+      if (id === undefined) id = max < 0 ? modelCount : max >= modelCount || modelCount === 0 ? max + 1 : modelCount;
+      max = Math.max(max, id);
       const token: AddedToken = { id, content: t.content, singleWord: t.single_word, lstrip: t.lstrip, rstrip: t.rstrip, normalized: t.normalized, special: t.special || !!existing?.special, text: t.normalized && normalizer ? normalizer(t.content) : t.content };
-      if (existing) this.tokens.splice(this.tokens.indexOf(existing), 1);
+      // rare: the same content twice; the later entry replaces the earlier one, at the end of the list
+      if (existing) replaced.add(existing);
       this.tokens.push(token);
       this.byContent.set(t.content, token);
       this.byId.set(id, token);
     }
-    this.raw = new Matcher(this.tokens.filter((t) => !t.normalized).map((t) => ({ pattern: t.content, token: t })));
-    this.norm = new Matcher(this.tokens.filter((t) => t.normalized).map((t) => ({ pattern: normalizer ? normalizer(t.content) : t.content, token: t })));
+    if (replaced.size) {
+      const kept = this.tokens.filter((t) => !replaced.has(t));
+      this.tokens.length = 0;
+      this.tokens.push(...kept);
+    }
+    // the reference searches its special tokens first, then the others (which matters for equal patterns)
+    const ordered = [...this.tokens.filter((t) => t.special), ...this.tokens.filter((t) => !t.special)];
+    this.raw = new LongestMatchTrie(ordered.filter((t) => !t.normalized).map((t) => ({ pattern: t.content, value: t })));
+    this.norm = new LongestMatchTrie(ordered.filter((t) => t.normalized).map((t) => ({ pattern: t.text, value: t })));
   }
 
   tokenToId(s: string): number | undefined {
@@ -128,34 +109,39 @@ export class AddedVocabulary {
   /** Split text around the added tokens it contains and normalize the rest. */
   extract(text: string, normalizer: Normalizer | null): Segment[] {
     const out: Segment[] = [];
-    for (const seg of this.split(text, this.raw, true)) {
-      if ('id' in seg) {
-        out.push(seg);
-        continue;
-      }
-      const s = normalizer ? normalizer(seg.s) : seg.s;
-      for (const sub of this.split(s, this.norm, seg.first)) if ('id' in sub || sub.s.length) out.push(sub);
+    if (this.raw.empty) {
+      this.split(normalizer ? normalizer(text) : text, this.norm, true, out);
+      return out;
+    }
+    const rawSegs: Segment[] = [];
+    this.split(text, this.raw, true, rawSegs);
+    for (const seg of rawSegs) {
+      if ('id' in seg) out.push(seg);
+      else this.split(normalizer ? normalizer(seg.s) : seg.s, this.norm, seg.first, out);
     }
     return out;
   }
 
-  private split(s: string, m: Matcher, first: boolean): Segment[] {
-    if (!s.length) return [];
-    if (m.empty) return [{ s, first }];
-    const out: Segment[] = [];
+  /** Append the pieces of `s` and the added tokens found in it to `out` (no empty pieces). */
+  private split(s: string, m: LongestMatchTrie<AddedToken>, first: boolean, out: Segment[]): void {
+    if (!s.length) return;
     let from = 0;
-    for (const [mStart, mEnd, token] of m.matches(s)) {
+    for (let at = 0, mStart: number; (mStart = m.find(s, at)) >= 0; ) {
+      const mEnd = m.matchEnd;
+      const token = m.matchValue!;
+      // the search resumes after the match as found, whatever stripping or the single-word check do to it
+      at = mEnd;
       let start = mStart;
       let end = mEnd;
       if (token.singleWord) {
-        const before = start === 0 || !WORD_CHAR.test(lastChar(s.slice(0, start)));
-        const after = end === s.length || !WORD_CHAR.test(String.fromCodePoint(s.codePointAt(end)!));
+        const before = start === 0 || !WORD_CHAR.test(charBefore(s, start));
+        const after = end === s.length || !WORD_CHAR.test(charAt(s, end));
         if (!before || !after) continue;
       }
       if (token.lstrip) {
         let k = start;
         while (k > 0) {
-          const c = lastChar(s.slice(0, k));
+          const c = charBefore(s, k);
           if (!WHITE.test(c)) break;
           k -= c.length;
         }
@@ -163,7 +149,7 @@ export class AddedVocabulary {
       }
       if (token.rstrip) {
         while (end < s.length) {
-          const c = String.fromCodePoint(s.codePointAt(end)!);
+          const c = charAt(s, end);
           if (!WHITE.test(c)) break;
           end += c.length;
         }
@@ -173,6 +159,5 @@ export class AddedVocabulary {
       from = end;
     }
     if (from < s.length) out.push({ s: s.slice(from), first: first && from === 0 });
-    return out;
   }
 }

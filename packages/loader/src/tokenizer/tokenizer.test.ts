@@ -58,9 +58,21 @@ describe('hostile tokenizer files', () => {
     throwsTok(() => Tokenizer.fromJSON(bpe({ post_processor: { type: 'TemplateProcessing', single: [{ SpecialToken: { id: '<x>' } }], pair: [] } })), /special token '<x>', which is missing/);
     throwsTok(() => Tokenizer.fromJSON(bpe({}, { unk_token: '<unk>' })).encode('c'), /the unk_token '<unk>' is not in the vocab/);
     const tok = Tokenizer.fromJSON(bpe());
-    throwsTok(() => tok.decode([0, 7]), /cannot decode id 7 at position 1/);
+    // ids that cannot be token ids at all (the reference's u32): a clear error
+    throwsTok(() => tok.decode([0, -1]), /cannot decode id -1 at position 1/);
     throwsTok(() => tok.decode([1.5]), /cannot decode id 1.5/);
+    throwsTok(() => tok.decode([NaN]), /cannot decode id NaN/);
+    throwsTok(() => tok.decode([2 ** 32]), /cannot decode id 4294967296/);
     throwsTok(() => tok.encode(3 as unknown as string), /encode expects a string/);
+  });
+
+  it('decode skips ids it has no token for, as the reference does', () => {
+    // e.g. a model whose embedding has more rows than its tokenizer has ids (Qwen3: 151,936 rows, 151,669 ids)
+    const tok = Tokenizer.fromJSON(bpe({ added_tokens: [{ id: 3, content: '<s>', special: true }], decoder: { type: 'Fuse' } }));
+    expect(tok.vocabSize).toBe(4);
+    expect(tok.decode([0, 4, 2, 151_935, 3, 2 ** 32 - 1, 1])).toBe('aab<s>b');
+    expect(tok.decode([4, 5])).toBe('');
+    expect(tok.decode([3, 9, 0], { skipSpecialTokens: true })).toBe('a');
   });
 
   it('reports unreadable files', async () => {

@@ -221,22 +221,26 @@ export class Tokenizer {
   }
 
   /**
-   * Text of a sequence of ids (through the decoder; special tokens included unless `skipSpecialTokens`).
-   * @throws TokenizerError for an id that is not an integer in [0, vocabSize)
+   * Text of a sequence of ids (through the decoder; special tokens included unless `skipSpecialTokens`). An id
+   * the tokenizer has no token for (e.g. one of the padding rows of an embedding larger than the vocabulary) is
+   * left out, as Hugging Face `tokenizers` does.
+   * @throws TokenizerError for an id that is not an integer in [0, 2^32) (the reference rejects those too: they
+   *   do not convert to its u32 ids)
    */
   decode(ids: ArrayLike<number>, opts: DecodeOptions = {}): string {
     const tokens: string[] = [];
+    const skip = !!opts.skipSpecialTokens;
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i]!;
-      if (!Number.isInteger(id) || id < 0 || id > this.maxId)
-        throw new TokenizerError(`${this.source}: cannot decode id ${id} at position ${i} (ids are integers in [0, ${this.maxId}])`);
+      if (!Number.isInteger(id) || id < 0 || id > 0xffffffff)
+        throw new TokenizerError(`${this.source}: cannot decode id ${id} at position ${i} (ids are integers >= 0 and < 2^32)`);
       const added = this.added.idToToken(id);
       if (added) {
-        if (!(opts.skipSpecialTokens && this.added.isSpecial(added.text))) tokens.push(added.text);
+        if (!(skip && this.added.isSpecial(added.text))) tokens.push(added.text);
         continue;
       }
       const t = this.model.idToToken(id);
-      if (t !== undefined && !(opts.skipSpecialTokens && this.added.isSpecial(t))) tokens.push(t);
+      if (t !== undefined && !(skip && this.added.isSpecial(t))) tokens.push(t);
     }
     return this.decoder ? this.decoder(tokens).join('') : tokens.join(' ');
   }
