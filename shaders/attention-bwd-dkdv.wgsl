@@ -8,7 +8,9 @@
 //   dout  read f32|f16|bf16 [B, T, Hq, D]     lse   read f32 [B, Hq, T]      delta read f32 [B, Hq, T]
 //   mask  read i32|u32 [B, S] (1 = keep; a 1-element dummy when hasMask = 0)
 //   dk_out, dv_out rw f32 [B, S, Hkv, D]
-// Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32), causal, hasMask, scale, scale2 (= scale * log2 e).
+// Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32), causal, window (0 = none), hasMask, scale,
+//   scale2 (= scale * log2 e). Visibility by position: attn_visible of attention-mask.wgsl (prepended by the
+//   wrapper); query blocks that see none of the workgroup's keys are skipped.
 // Template: the wrapper rewrites the `const` lines and expands `//@unroll` blocks (see specialize in common.ts).
 // Constants: D, DV = ceil(D / 4), DS (odd vec4 row stride), BC keys per workgroup,
 //   BR queries per step, TK = BC / 4 key groups (a thread owns keys tk*4 .. tk*4+3), CQ queries per thread,
@@ -115,10 +117,11 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   var dk: array<array<vec4<f32>, DC>, 4>;  // zero-initialised
   var dv: array<array<vec4<f32>, DC>, 4>;
 
-  // First query that can see key s0: qOffset + t >= s0.
-  var qb0 = 0u;
-  if (p.causal != 0u) { qb0 = u32(max(i32(s0) - p.qOffset, 0)) / BR; }
-  let nqb = (p.T + BR - 1u) / BR;
+  // Query blocks holding a row that sees one of this workgroup's keys.
+  let am = attn_mask(p.causal, p.window);
+  let qr = attn_query_range(am, p.qOffset, i32(s0), i32(min(s0 + BC, p.S)) - 1, p.T);
+  let qb0 = qr.x / BR;
+  let nqb = select(qb0, (qr.y + BR - 1u) / BR, qr.y > qr.x);
   let myKeys = vec4<i32>(i32(s0 + tk * 4u), i32(s0 + tk * 4u + 1u), i32(s0 + tk * 4u + 2u), i32(s0 + tk * 4u + 3u));
 
   let nq = select(0u, nqb - qb0, nqb > qb0);
@@ -199,8 +202,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
         var dsv = vec4<f32>(0.0);
         //@unroll i 4
         {
-          var vis = kok[tk * 4u + $i] != 0u;
-          if (p.causal != 0u && myKeys[$i] > qpos) { vis = false; }
+          let vis = kok[tk * 4u + $i] != 0u && attn_visible(am, qpos, myKeys[$i]);
           let pp = select(0.0, exp2(st[$i][$j] * p.scale2 - lq), vis);
           pv[$i] = pp;
           dsv[$i] = pp * (dpt[$i][$j] - dq);

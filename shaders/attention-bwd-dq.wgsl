@@ -6,7 +6,9 @@
 //   dout  read f32|f16|bf16 [B, T, Hq, D]     lse   read f32 [B, Hq, T]      delta read f32 [B, Hq, T]
 //   mask  read i32|u32 [B, S] (1 = keep; a 1-element dummy when hasMask = 0)
 //   dq_out rw f32 [B, T, Hq, D]
-// Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32), causal, hasMask, scale, scale2 (= scale * log2 e).
+// Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32), causal, window (0 = none), hasMask, scale,
+//   scale2 (= scale * log2 e). Visibility by position: attn_visible of attention-mask.wgsl (prepended by the
+//   wrapper); key blocks that none of the workgroup's rows sees are skipped.
 // Template: the wrapper rewrites the `const` lines and expands `//@unroll` blocks (see specialize in common.ts).
 // Constants: D, DV = ceil(D / 4), DS (odd vec4 row stride), BR query rows per
 //   workgroup, BC keys per step, TR = BR / 4 row groups (a thread owns rows ty*4 .. ty*4+3), CK keys per
@@ -113,24 +115,26 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   }
   //@end
 
-  let tEnd = min(t0 + BR, p.T);
-  var sEnd = p.S;
-  if (p.causal != 0u) { sEnd = u32(clamp(i32(tEnd) + p.qOffset, 0, i32(p.S))); }
-  let nkb = (sEnd + BC - 1u) / BC;
+  let am = attn_mask(p.causal, p.window);
+  let qa = p.qOffset + i32(t0);
+  let kr = attn_key_range(am, qa, p.qOffset + i32(min(t0 + BR, p.T)) - 1, p.S);
+  let kb0 = kr.x / BC;
+  let nkb = select(kb0, (kr.y + BC - 1u) / BC, kr.y > kr.x);
 
   var dq: array<array<vec4<f32>, DC>, 4>;  // zero-initialised
 
   var kreg: array<vec4<f32>, NKL>;
   var vreg: array<vec4<f32>, NKL>;
   var mreg: array<u32, NKM>;
-  // Prologue: key block 0 into registers.
+  // Prologue: key block kb0 into registers.
+  let sk = kb0 * BC;
   //@unroll u NKL
   {
     let e = tid + $u * NT;
     var xk = vec4<f32>(0.0);
     var xv = vec4<f32>(0.0);
-    if (e < BC * DV && e / DV < p.S) {
-      let base = ((b * p.S + e / DV) * p.Hkv + kh) * D + (e % DV) * 4u;
+    if (e < BC * DV && sk + e / DV < p.S) {
+      let base = ((b * p.S + sk + e / DV) * p.Hkv + kh) * D + (e % DV) * 4u;
       xk = ld_k(base, e % DV);
       xv = ld_v(base, e % DV);
     }
@@ -140,14 +144,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   //@end
   //@unroll u NKM
   {
-    let j = tid + $u * NT;
+    let j = sk + tid + $u * NT;
     var ok = j < p.S;
     if (ok && p.hasMask != 0u) { ok = read_mask(b * p.S + j) != 0; }
     mreg[$u] = select(0u, 1u, ok);
   }
   //@end
 
-  for (var kb = 0u; kb < nkb; kb++) {
+  for (var kb = kb0; kb < nkb; kb++) {
     let s0 = kb * BC;
     workgroupBarrier();
     //@unroll u NKL
@@ -222,8 +226,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
       var dsv = vec4<f32>(0.0);
       //@unroll i 4
       {
-        var vis = ok;
-        if (p.causal != 0u && key > p.qOffset + i32(t0 + ty * 4u + $i)) { vis = false; }
+        let vis = ok && attn_visible(am, qa + i32(ty * 4u + $i), key);
         let pp = select(0.0, exp2(sc[$i][$j] * p.scale2 - lrow[$i]), vis);
         dsv[$i] = pp * (dp[$i][$j] - drow[$i]);
       }

@@ -1,5 +1,7 @@
-// attention-decode: one new query per sequence against a KV cache, split-K. Workgroup (c, h, b) handles the
-// keys [c * CH, min(len, (c + 1) * CH)) of head h of sequence b: scores (one thread per key), the chunk's
+// attention-decode: one new query per sequence against a KV cache, split-K. The query sits at position
+// len - 1 and sees the keys [s0, len) that attn_key_range of attention-mask.wgsl (prepended by the wrapper)
+// gives: all of 0 .. len - 1, or the last `window` of them. Workgroup (c, h, b) handles the keys
+// [s0 + c * CH, min(len, s0 + (c + 1) * CH)) of head h of sequence b: scores (one thread per key), the chunk's
 // softmax statistics (fixed-order reductions), then the weighted sum of V rows (threads over head-dim
 // chunks and key subsets, partial sums added in a fixed order). With one chunk it writes the normalised
 // output; otherwise the unnormalised partial (acc, max, sum) that attention-decode-combine merges.
@@ -10,7 +12,7 @@
 //   o    rw f32 [B, Hq, D]   (written when nChunks == 1)
 //   part rw f32 [B, Hq, nChunks, DV * 4 + 2]: acc (DV * 4), max (log2 units), sum (written when nChunks > 1)
 // Params: Smax, len, Hq, Hkv, G (= Hq / Hkv), CH (keys per chunk, <= CHMAX), nChunks, hasMask,
-//   scale2 (= scale * log2 e).
+//   window (sliding window, 0 = none), scale2 (= scale * log2 e).
 // A row with no visible key writes zeros.
 // Template: the wrapper rewrites the `const` lines and expands `//@unroll` blocks (see specialize in common.ts).
 // Constants: D, DV = ceil(D / 4), NT threads, CHMAX, NP = NT / DV key subsets.
@@ -70,8 +72,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   let h = wid.y;
   let b = wid.z;
   let kh = h / p.G;
-  let sBeg = c * p.CH;
-  let sEnd = min(p.len, sBeg + p.CH);
+  let kr = attn_key_range(attn_mask(1u, p.window), i32(p.len) - 1, i32(p.len) - 1, p.len);
+  let sBeg = kr.x + c * p.CH;
+  let sEnd = min(kr.y, sBeg + p.CH);
   let n = select(0u, sEnd - sBeg, sEnd > sBeg);
 
   for (var e = tid; e < DV; e += NT) { qs[e] = ld_q((b * p.Hq + h) * D + e * 4u, e) * p.scale2; }

@@ -12,9 +12,10 @@
 //   o    rw    f32           [B, T, Hq, D]
 //   lse  rw    f32           [B, Hq, T]
 // Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32: query t sits at absolute position qOffset + t),
-//   causal (key s is visible iff s <= qOffset + t), hasMask, scale2 (= scale * log2(e): exp2 is used).
-// Visibility: a key is visible iff s < S, mask[b, s] != 0 (when hasMask) and (causal => s <= qOffset + t).
-//   A row with no visible key writes zeros and lse = -inf.
+//   causal, window (sliding window, 0 = none), hasMask, scale2 (= scale * log2(e): exp2 is used).
+// Visibility: a key is visible iff s < S, mask[b, s] != 0 (when hasMask) and attn_visible(qOffset + t, s)
+//   (attention-mask.wgsl, prepended by the wrapper: causal and sliding window). Key tiles that no row of the
+//   workgroup sees are skipped. A row with no visible key writes zeros and lse = -inf.
 // This is a template: the wrapper rewrites the `const` lines below per configuration and expands the
 // `//@unroll i N` ... `//@end` blocks (body repeated with `$i` = 0u, 1u, ...; see specialize in common.ts).
 // Constants:
@@ -101,11 +102,13 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
     Qs[r * DS + c] = x * p.scale2;
   }
 
-  // Keys this workgroup needs: all, or up to the last one visible to its last row.
-  let tEnd = min(t0 + BR, p.T);
-  var sEnd = p.S;
-  if (p.causal != 0u) { sEnd = u32(clamp(i32(tEnd) + p.qOffset, 0, i32(p.S))); }
-  let nTiles = (sEnd + BC - 1u) / BC;
+  // Key tiles this workgroup needs: those holding a key that one of its rows sees (attention-mask.wgsl).
+  let am = attn_mask(p.causal, p.window);
+  let qa = p.qOffset + i32(t0);
+  let qb = p.qOffset + i32(min(t0 + BR, p.T)) - 1;
+  let kr = attn_key_range(am, qa, qb, p.S);
+  let kt0 = kr.x / BC;
+  let nTiles = select(kt0, (kr.y + BC - 1u) / BC, kr.y > kr.x);
 
   var m = vec4<f32>(NEG);
   var lsum = vec4<f32>(0.0);
@@ -114,25 +117,26 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   var vreg: array<vec4<f32>, NKL>;
   var mreg: array<f32, NKM>;
 
-  // Prologue: K tile 0 (and its key flags) into registers.
+  // Prologue: K tile kt0 (and its key flags) into registers.
+  let sk = kt0 * BC;
   //@unroll u NKL
   {
     let e = tid + $u * NT;
     var x = vec4<f32>(0.0);
-    if (e < BC * DV && e / DV < p.S) { x = ld_k(((b * p.S + e / DV) * p.Hkv + kh) * D + (e % DV) * 4u, e % DV); }
+    if (e < BC * DV && sk + e / DV < p.S) { x = ld_k(((b * p.S + sk + e / DV) * p.Hkv + kh) * D + (e % DV) * 4u, e % DV); }
     kreg[$u] = x;
   }
   //@end
   //@unroll u NKM
   {
-    let j = tid + $u * NT;
+    let j = sk + tid + $u * NT;
     var ok = j < p.S;
     if (ok && p.hasMask != 0u) { ok = read_mask(b * p.S + j) != 0; }
     mreg[$u] = select(NEG, 0.0, ok);
   }
   //@end
 
-  for (var kt = 0u; kt < nTiles; kt++) {
+  for (var kt = kt0; kt < nTiles; kt++) {
     let s0 = kt * BC;
     workgroupBarrier();
     //@unroll u NKL
@@ -175,7 +179,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
       }
       //@end
     }
-    let diag = p.causal != 0u && i32(s0 + BC) - 1 > p.qOffset + i32(t0);
+    // Tiles that every row sees whole skip the per-score visibility test.
+    let edge = !attn_all_visible(am, qa, qa + i32(BR) - 1, i32(s0), i32(s0 + BC) - 1);
     var rmax = vec4<f32>(NEG);
     //@unroll j CN
     {
@@ -184,7 +189,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
       //@unroll i 4
       {
         var x = sc[$i][$j] + kb;
-        if (diag && key > p.qOffset + i32(t0 + ty * 4u + $i)) { x = NEG; }
+        if (edge && !attn_visible(am, qa + i32(ty * 4u + $i), key)) { x = NEG; }
         sc[$i][$j] = x;
         rmax[$i] = max(rmax[$i], x);
       }

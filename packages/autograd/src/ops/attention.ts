@@ -12,6 +12,9 @@ export interface AttentionOpts {
   qOffset?: number;
   /** Key padding mask, i32/u32 [B, S], 1 = keep. */
   keyMask?: DeviceTensor;
+  /** Sliding window (causal only): the query at position p = qOffset + t sees keys s with
+   *  p - slidingWindow < s <= p (HF `sliding_window`). Undefined or null: full causal attention. */
+  slidingWindow?: number | null;
 }
 
 const attentionOp = defineOp<AttentionOpts>({
@@ -36,5 +39,11 @@ const attentionOp = defineOp<AttentionOpts>({
  * heads: q [B, T, Hq, D], k and v [B, S, Hkv, D] -> [B, T, Hq, D]. Backward is deterministic.
  */
 export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOpts = {}): Tensor {
-  return attentionOp([q, k, v], { causal: opts.causal ?? true, scale: opts.scale, qOffset: opts.qOffset, keyMask: opts.keyMask });
+  return attentionOp([q, k, v], {
+    causal: opts.causal ?? true,
+    scale: opts.scale,
+    qOffset: opts.qOffset,
+    keyMask: opts.keyMask,
+    slidingWindow: opts.slidingWindow,
+  });
 }

@@ -16,6 +16,10 @@ export interface RefOpts {
   qOffset: number;
   /** [B, S], nonzero = keep. */
   mask?: ArrayLike<number>;
+  /** Sliding window (causal): key s visible to the query at position p iff p - window < s <= p. */
+  window?: number;
+  /** Logit soft-capping: score = softcap * tanh(scale * q.k / softcap). */
+  softcap?: number;
 }
 
 const qi = (d: RefDims, b: number, t: number, h: number) => ((b * d.T + t) * d.Hq + h) * d.D;
@@ -23,7 +27,17 @@ const ki = (d: RefDims, b: number, s: number, h: number) => ((b * d.S + s) * d.H
 
 function visible(d: RefDims, o: RefOpts, b: number, t: number, s: number): boolean {
   if (o.mask && !o.mask[b * d.S + s]) return false;
-  return !o.causal || s <= o.qOffset + t;
+  const p = o.qOffset + t;
+  if (o.window !== undefined && !(s > p - o.window)) return false;
+  return !o.causal || s <= p;
+}
+
+/** The score of a visible pair from q.k: scaled, then soft-capped; and d(score)/d(scale * q.k). */
+function score(o: RefOpts, qk: number): { s: number; ds: number } {
+  const x = qk * o.scale;
+  if (!o.softcap) return { s: x, ds: 1 };
+  const th = Math.tanh(x / o.softcap);
+  return { s: o.softcap * th, ds: 1 - th * th };
 }
 
 /** Row probabilities P[s] (0 for invisible keys; all zero when no key is visible) and the row logsumexp. */
@@ -45,7 +59,7 @@ function rowSoftmax(
     const qo = qi(d, b, t, h);
     const ko = ki(d, b, s, kh);
     for (let x = 0; x < d.D; x++) a += q[qo + x]! * k[ko + x]!;
-    sc[s] = a * o.scale;
+    sc[s] = score(o, a).s;
     m = Math.max(m, sc[s]!);
   }
   const p = new Float64Array(d.S);
@@ -117,8 +131,10 @@ export function refAttentionBackward(
         }
         for (let s = 0; s < d.S; s++) {
           if (p[s] === 0) continue;
-          const ds = p[s]! * (dp[s]! - delta) * o.scale;
           const ko = ki(d, b, s, kh);
+          let qk = 0;
+          for (let x = 0; x < d.D; x++) qk += q[qo + x]! * k[ko + x]!;
+          const ds = p[s]! * (dp[s]! - delta) * score(o, qk).ds * o.scale;
           for (let x = 0; x < d.D; x++) {
             dq[qo + x]! += ds * k[ko + x]!;
             dk[ko + x]! += ds * q[qo + x]!;
@@ -154,9 +170,13 @@ export function refAttentionUnfused(
           for (let x = 0; x < d.D; x++) a = f(a + f(q[qi(d, b, t, h) + x]! * k[ki(d, b, s, kh) + x]!));
           sc[t * d.S + s] = a;
         }
-      // 2. scale and mask
+      // 2. scale, soft-cap and mask
       for (let t = 0; t < d.T; t++)
-        for (let s = 0; s < d.S; s++) sc[t * d.S + s] = visible(d, o, b, t, s) ? f(sc[t * d.S + s]! * o.scale) : -Infinity;
+        for (let s = 0; s < d.S; s++) {
+          let x = f(sc[t * d.S + s]! * o.scale);
+          if (o.softcap) x = f(o.softcap * f(Math.tanh(f(x / o.softcap))));
+          sc[t * d.S + s] = visible(d, o, b, t, s) ? x : -Infinity;
+        }
       // 3. softmax
       for (let t = 0; t < d.T; t++) {
         let m = -Infinity;

@@ -1,3 +1,4 @@
+import maskWgsl from '../../../../../shaders/attention-mask.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context } from '../../context';
 import { storageBytes, type DType } from '../../dtype';
@@ -18,6 +19,14 @@ export interface AttentionOptions {
   /** Key padding mask, i32 or u32 `[B, S]`: 1 keeps key s of sequence b, 0 masks it. A query row with no
    *  visible key outputs zeros (and logsumexp -inf), and gets zero gradients. */
   keyMask?: DeviceTensor;
+  /**
+   * Sliding-window attention (Mistral, Gemma 2/3 local layers), causal only: the query at absolute position
+   * `p = qOffset + t` sees key s iff `s <= p && s > p - slidingWindow`, i.e. the last `slidingWindow` keys up
+   * to and including its own position (HF transformers `sliding_window_overlay` on the causal mask). A positive
+   * integer; undefined or null means full causal attention. Key tiles outside every row's window are skipped,
+   * so the cost is O(T * slidingWindow).
+   */
+  slidingWindow?: number | null;
 }
 
 export interface AttnDims {
@@ -144,6 +153,21 @@ function unroll(lines: string[], consts: Readonly<Record<string, number>>): stri
 export function rowLayout(D: number): { DV: number; DS: number } {
   const DV = Math.ceil(D / 4);
   return { DV, DS: DV % 2 ? DV : DV + 1 };
+}
+
+/** The kernels' `window` param: 0 for none, else the validated window. Throws a ConfigError for a window that
+ *  is not a positive integer, or one without causal masking. */
+export function resolveWindow(op: string, slidingWindow: number | null | undefined, causal = true): number {
+  if (slidingWindow === undefined || slidingWindow === null) return 0;
+  if (!Number.isInteger(slidingWindow) || slidingWindow < 1 || slidingWindow > 2 ** 30)
+    throw new ConfigError(`${op}: slidingWindow must be a positive integer, got ${slidingWindow}`);
+  if (!causal) throw new ConfigError(`${op}: slidingWindow ${slidingWindow} needs causal attention (causal: false given)`);
+  return slidingWindow;
+}
+
+/** A shader template with the shared visibility rule (shaders/attention-mask.wgsl) in front of it. */
+export function withMaskRule(src: string): string {
+  return maskWgsl + '\n' + src;
 }
 
 export function resolveScale(D: number, scale?: number): number {

@@ -3,7 +3,20 @@ import combineWgsl from '../../../../../shaders/attention-decode-combine.wgsl';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
 import { empty, type DeviceTensor } from '../../tensor';
-import { checkFits, checkFloat, checkMask, checkOut, dummyBuffer, fmt, MAX_HEAD_DIM, resolveScale, specialize } from './common';
+import {
+  checkFits,
+  checkFloat,
+  checkMask,
+  checkOut,
+  dummyBuffer,
+  fmt,
+  MAX_HEAD_DIM,
+  resolveScale,
+  resolveWindow,
+  specialize,
+  withMaskRule,
+  type AttentionOptions,
+} from './common';
 
 /** Options of {@link attentionDecode}. */
 export interface AttentionDecodeOptions {
@@ -15,6 +28,9 @@ export interface AttentionDecodeOptions {
   out?: DeviceTensor;
   /** Keys per split-K chunk (default: enough chunks to fill the GPU, at most 1024 keys each). */
   chunk?: number;
+  /** Sliding window (see {@link AttentionOptions.slidingWindow}): the query at position `len - 1` sees keys
+   *  `max(0, len - slidingWindow) .. len - 1` only, and only those are read. Undefined or null: all `len`. */
+  slidingWindow?: number | null;
 }
 
 const NT = 128;
@@ -27,10 +43,10 @@ const TARGET_WORKGROUPS = 512;
 /**
  * Attention of one new query per sequence against a KV cache (the decode step of generation).
  * `q` is `[B, 1, Hq, D]`; `kCache` and `vCache` are `[B, Smax, Hkv, D]` of which the first `len` positions
- * are valid (the query sits at position `len - 1` and sees keys `0 .. len - 1`, minus those masked by
- * `keyMask`). Split-K: the keys are cut into chunks handled by separate workgroups, merged by a second
+ * are valid (the query sits at position `len - 1` and sees keys `0 .. len - 1`, or the last `slidingWindow`
+ * of them, minus those masked by `keyMask`). Split-K: the keys are cut into chunks handled by separate workgroups, merged by a second
  * dispatch in a fixed order (deterministic). Returns `f32 [B, 1, Hq, D]`; a row with no visible key is zeros.
- * Equals {@link flashAttention} with `T = 1`, `S = len`, `qOffset = len - 1`.
+ * Equals {@link flashAttention} with `T = 1`, `S = len`, `qOffset = len - 1` (and the same `slidingWindow`).
  * @throws ShapeError when shapes or dtypes do not fit or `len > Smax`.
  */
 export function attentionDecode(
@@ -62,24 +78,27 @@ export function attentionDecode(
   for (const [w, t] of [['q', q], ['kCache', kCache], ['vCache', vCache]] as const) checkFits(ctx, w, t);
   checkOut('out', opts.out, [B, 1, Hq, D]);
   const scale = resolveScale(D, opts.scale);
+  const window = resolveWindow('attentionDecode', opts.slidingWindow);
   const out = opts.out ?? empty(ctx, [B, 1, Hq, D]);
   if (B * Hq === 0) return out;
 
+  // Keys the query sees (the shader derives the same range from attn_key_range; here it sizes the chunks).
+  const n = window ? Math.min(len, window) : len;
   let nChunks: number;
   if (opts.chunk !== undefined) {
     if (!Number.isInteger(opts.chunk) || opts.chunk < 1 || opts.chunk > CHMAX)
       throw new ConfigError(`attentionDecode: chunk must be an integer in 1..${CHMAX}, got ${opts.chunk}`);
-    nChunks = Math.max(1, Math.ceil(len / opts.chunk));
+    nChunks = Math.max(1, Math.ceil(n / opts.chunk));
   } else {
-    nChunks = Math.min(Math.ceil(TARGET_WORKGROUPS / (B * Hq)), Math.ceil(len / 64));
-    nChunks = Math.max(1, nChunks, Math.ceil(len / CHMAX));
+    nChunks = Math.min(Math.ceil(TARGET_WORKGROUPS / (B * Hq)), Math.ceil(n / 64));
+    nChunks = Math.max(1, nChunks, Math.ceil(n / CHMAX));
   }
-  const CH = Math.max(1, Math.ceil(len / nChunks));
+  const CH = Math.max(1, Math.ceil(n / nChunks));
   if (nChunks > 65535) throw new ShapeError(`attentionDecode: ${nChunks} chunks exceed the grid limit`);
 
   const DV = Math.ceil(D / 4);
   let src = codeCache.get(D);
-  if (src === undefined) codeCache.set(D, (src = specialize(decodeWgsl, { D, DV, NT, CHMAX, NP: Math.floor(NT / DV) })));
+  if (src === undefined) codeCache.set(D, (src = specialize(withMaskRule(decodeWgsl), { D, DV, NT, CHMAX, NP: Math.floor(NT / DV) })));
   const mask = opts.keyMask;
   const W = DV * 4 + 2;
   const part = nChunks > 1 ? ctx.alloc(B * Hq * nChunks * W * 4) : dummyBuffer(ctx, 1);
@@ -94,13 +113,13 @@ export function attentionDecode(
       { name: 'o', access: 'rw', dtype: 'f32' },
       { name: 'part', access: 'rw', dtype: 'f32' },
     ],
-    params: ['u32:Smax', 'u32:len', 'u32:Hq', 'u32:Hkv', 'u32:G', 'u32:CH', 'u32:nChunks', 'u32:hasMask', 'f32:scale2'],
+    params: ['u32:Smax', 'u32:len', 'u32:Hq', 'u32:Hkv', 'u32:G', 'u32:CH', 'u32:nChunks', 'u32:hasMask', 'u32:window', 'f32:scale2'],
   });
   ctx.dispatch(
     k,
     [q.buffer, kCache.buffer, vCache.buffer, mask?.buffer ?? dummyBuffer(ctx), out.buffer, part],
     [nChunks, Hq, B],
-    [Smax, len, Hq, Hkv, Hq / Hkv, CH, nChunks, mask ? 1 : 0, scale * Math.LOG2E],
+    [Smax, len, Hq, Hkv, Hq / Hkv, CH, nChunks, mask ? 1 : 0, window, scale * Math.LOG2E],
   );
   if (nChunks > 1) {
     const c = ctx.kernel({

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext, type Context } from '../../context';
 import type { DType } from '../../dtype';
-import { ShapeError } from '../../errors';
+import { ConfigError, ShapeError } from '../../errors';
 import { download, empty, poison, release, upload, type DeviceTensor } from '../../tensor';
 import { dot, finiteDiff, randn, relErr } from '../../testing';
 import { refAttention, refAttentionBackward, refAttentionUnfused, type RefDims, type RefOpts } from './attention.ref';
@@ -23,6 +23,8 @@ interface Case extends RefDims {
   scale?: number;
   tiles?: AttentionTiles;
   seed?: number;
+  /** Sliding window. */
+  window?: number;
 }
 
 function makeMask(c: { B: number; S: number }): Int32Array {
@@ -61,12 +63,13 @@ async function setup(c: Case): Promise<Setup> {
     scale: c.scale ?? 1 / Math.sqrt(c.D),
     qOffset: c.qOffset ?? c.S - c.T,
     mask: mv,
+    window: c.window,
   };
   return { q, k, v, mask, qv, kv, vv, mv, opts };
 }
 
 function apiOpts(c: Case, st: Setup) {
-  return { causal: c.causal, qOffset: c.qOffset, keyMask: st.mask, scale: c.scale, tiles: c.tiles };
+  return { causal: c.causal, qOffset: c.qOffset, keyMask: st.mask, scale: c.scale, tiles: c.tiles, slidingWindow: c.window };
 }
 
 function expectLse(got: ArrayLike<number>, want: ArrayLike<number>): void {
@@ -87,7 +90,7 @@ function expectLse(got: ArrayLike<number>, want: ArrayLike<number>): void {
 const name = (c: Case) =>
   `B${c.B} T${c.T} S${c.S} Hq${c.Hq} Hkv${c.Hkv} D${c.D}${c.causal === false ? ' non-causal' : ''}` +
   `${c.qOffset !== undefined ? ` qOffset${c.qOffset}` : ''}${c.mask ? ` mask:${c.mask}` : ''}${c.dtype ? ` ${c.dtype}` : ''}` +
-  `${c.tiles ? ` tiles ${JSON.stringify(c.tiles)}` : ''}`;
+  `${c.tiles ? ` tiles ${JSON.stringify(c.tiles)}` : ''}${c.window !== undefined ? ` window${c.window}` : ''}`;
 
 // Few distinct pipelines (each costs seconds of LLVM time on lavapipe): u32 masks share the no-mask pipeline.
 const FWD_CASES: Case[] = [
@@ -192,6 +195,75 @@ describe('flashAttention backward', () => {
     }
     for (let i = 0; i < 3; i++) expect(Buffer.compare(Buffer.from(runs[0]![i]!.buffer), Buffer.from(runs[1]![i]!.buffer))).toBe(0);
     release(ctx, st.q, st.k, st.v, out, lse, dOut, st.mask!);
+  });
+});
+
+// Sliding window, forward and backward, on pipelines the cases above already compile (lavapipe): windows of 1,
+// 3, one longer than S, windows that are not tile multiples, T != S with qOffset, GQA, key masks, and long
+// enough sequences that whole key (and query) tiles fall outside every row's window and are skipped.
+const WINDOW_CASES: Case[] = [
+  { B: 2, T: 16, S: 16, Hq: 2, Hkv: 2, D: 16, window: 1 },
+  { B: 2, T: 33, S: 33, Hq: 4, Hkv: 2, D: 64, mask: 'u32', window: 3 },
+  { B: 1, T: 16, S: 16, Hq: 2, Hkv: 1, D: 16, window: 40 },
+  { B: 2, T: 9, S: 40, Hq: 4, Hkv: 2, D: 16, qOffset: 20, window: 7 },
+  { B: 1, T: 16, S: 16, Hq: 2, Hkv: 1, D: 16, qOffset: -3, window: 4 },
+  { B: 1, T: 5, S: 37, Hq: 4, Hkv: 2, D: 80, window: 6 },
+  { B: 1, T: 70, S: 70, Hq: 2, Hkv: 1, D: 16, window: 20 },
+  { B: 2, T: 70, S: 70, Hq: 4, Hkv: 2, D: 16, mask: 'u32', window: 5, tiles: { fwd: [64, 32, 2], dkdv: [32, 32, 2], dq: [64, 16, 2] } },
+];
+
+describe('flashAttention sliding window', () => {
+  for (const c of WINDOW_CASES)
+    it(name(c), async () => {
+      const st = await setup(c);
+      const dOut = upload(ctx, randn(c.B * c.T * c.Hq * c.D, 98), [c.B, c.T, c.Hq, c.D]);
+      const dov = Float64Array.from(await download(ctx, dOut));
+      const out = empty(ctx, [c.B, c.T, c.Hq, c.D]);
+      const lse = empty(ctx, [c.B, c.Hq, c.T]);
+      const dq = empty(ctx, st.q.shape);
+      const dk = empty(ctx, st.k.shape);
+      const dv = empty(ctx, st.v.shape);
+      for (const t of [out, lse, dq, dk, dv]) poison(ctx, t);
+      flashAttention(ctx, st.q, st.k, st.v, { ...apiOpts(c, st), out, lse });
+      flashAttentionBackward(ctx, dOut, st.q, st.k, st.v, out, lse, { ...apiOpts(c, st), dq, dk, dv });
+      const ref = refAttention(c, st.opts, st.qv, st.kv, st.vv);
+      expect(relErr(await download(ctx, out), ref.out)).toBeLessThan(2e-6);
+      expect(relErr(await download(ctx, out), refAttentionUnfused(c, st.opts, st.qv, st.kv, st.vv))).toBeLessThan(2e-6);
+      expectLse(await download(ctx, lse), ref.lse);
+      const refB = refAttentionBackward(c, st.opts, st.qv, st.kv, st.vv, dov);
+      expect(relErr(await download(ctx, dq), refB.dq)).toBeLessThan(1e-5);
+      expect(relErr(await download(ctx, dk), refB.dk)).toBeLessThan(1e-5);
+      expect(relErr(await download(ctx, dv), refB.dv)).toBeLessThan(1e-5);
+      release(ctx, st.q, st.k, st.v, out, lse, dOut, dq, dk, dv, ...(st.mask ? [st.mask] : []));
+    });
+
+  it('reference: the window keeps exactly the last `window` keys up to the own position', () => {
+    // HF masking_utils: causal `kv <= q` and sliding_window_overlay `kv > q - window`.
+    const d = { B: 1, T: 6, S: 6, Hq: 1, Hkv: 1, D: 1 };
+    const { out } = refAttention(d, { causal: true, scale: 1, qOffset: 0, window: 3 }, [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0], [1, 2, 4, 8, 16, 32]);
+    // uniform weights over the visible keys: row 5 sees keys 3, 4, 5
+    [1, 1.5, 7 / 3, 14 / 3, 28 / 3, 56 / 3].forEach((want, t) => expect(out[t]).toBeCloseTo(want, 12));
+  });
+
+  it('reference backward with a window matches finite differences', () => {
+    const c = { B: 1, T: 5, S: 7, Hq: 2, Hkv: 1, D: 3 };
+    const o: RefOpts = { causal: true, scale: 0.7, qOffset: 2, window: 3 };
+    const q = randn(c.B * c.T * c.Hq * c.D, 15);
+    const k = randn(c.B * c.S * c.Hkv * c.D, 16);
+    const v = randn(c.B * c.S * c.Hkv * c.D, 17);
+    const w = randn(q.length, 18);
+    const g = refAttentionBackward(c, o, q, k, v, w);
+    expect(relErr(g.dq, finiteDiff((x) => dot(refAttention(c, o, x, k, v).out, w), q))).toBeLessThan(1e-6);
+    expect(relErr(g.dk, finiteDiff((x) => dot(refAttention(c, o, q, x, v).out, w), k))).toBeLessThan(1e-6);
+    expect(relErr(g.dv, finiteDiff((x) => dot(refAttention(c, o, q, k, x).out, w), v))).toBeLessThan(1e-6);
+  });
+
+  it('throws ConfigError for a bad window', () => {
+    const q = empty(ctx, [1, 4, 2, 16]);
+    for (const w of [0, -2, 2.5, Number.NaN]) expect(() => flashAttention(ctx, q, q, q, { slidingWindow: w })).toThrow(ConfigError);
+    expect(() => flashAttention(ctx, q, q, q, { slidingWindow: 0 })).toThrow(/slidingWindow must be a positive integer, got 0/);
+    expect(() => flashAttention(ctx, q, q, q, { slidingWindow: 3, causal: false })).toThrow(/causal/);
+    release(ctx, q);
   });
 });
 

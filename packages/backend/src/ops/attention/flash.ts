@@ -5,7 +5,8 @@
  * rows per workgroup and streams K/V tiles through workgroup memory with an online softmax; the backward
  * computes delta = rowsum(dO * O), then one pass over K/V blocks (dK, dV, GQA groups summed in the loop) and
  * one over Q blocks (dQ). Each thread owns a 4 x c block of scores in registers; global loads of the next
- * tile are issued one compute phase ahead (software pipelining). Fully masked causal tiles are skipped.
+ * tile are issued one compute phase ahead (software pipelining). Tiles that the causal mask or the sliding
+ * window hide entirely are skipped (shaders/attention-mask.wgsl holds the visibility rule all kernels share).
  * Measured on an H200 (Dawn/Vulkan) at B=8, H=12, T=S=1024, D=64, causal: forward 0.76 ms, backward 2.82 ms,
  * together 3.57 ms; PyTorch eager fp32 (matmul, mask, softmax, matmul; TF32 off) 4.28 ms there.
  */
@@ -26,7 +27,9 @@ import {
   dummyBuffer,
   fmt,
   resolveScale,
+  resolveWindow,
   rowLayout,
+  withMaskRule,
   specialize,
   type AttentionOptions,
   type AttnDims,
@@ -74,7 +77,7 @@ export interface FlashAttentionGrads {
 const codeCache = new Map<string, string>();
 function code(key: string, src: string, consts: Record<string, number>): string {
   let c = codeCache.get(key);
-  if (c === undefined) codeCache.set(key, (c = specialize(src, consts)));
+  if (c === undefined) codeCache.set(key, (c = specialize(withMaskRule(src), consts)));
   return c;
 }
 
@@ -106,6 +109,7 @@ interface Resolved {
   causal: boolean;
   scale: number;
   qOffset: number;
+  window: number;
   tiles: AttentionTiles;
 }
 
@@ -117,10 +121,22 @@ function resolve(ctx: Context, q: DeviceTensor, k: DeviceTensor, v: DeviceTensor
     throw new ConfigError(`attention: qOffset must be an integer, got ${opts.qOffset}`);
   const tiles = opts.tiles ?? attentionTiles(ctx, dims.D);
   if (opts.tiles) checkTiles(ctx, dims.D, opts.tiles);
-  return { dims, causal, scale: resolveScale(dims.D, opts.scale), qOffset, tiles };
+  const window = resolveWindow('attention', opts.slidingWindow, causal);
+  return { dims, causal, scale: resolveScale(dims.D, opts.scale), qOffset, window, tiles };
 }
 
-const FWD_PARAMS: ParamSpec[] = ['u32:T', 'u32:S', 'u32:Hq', 'u32:Hkv', 'u32:G', 'i32:qOffset', 'u32:causal', 'u32:hasMask', 'f32:scale2'];
+const FWD_PARAMS: ParamSpec[] = [
+  'u32:T',
+  'u32:S',
+  'u32:Hq',
+  'u32:Hkv',
+  'u32:G',
+  'i32:qOffset',
+  'u32:causal',
+  'u32:window',
+  'u32:hasMask',
+  'f32:scale2',
+];
 const BWD_PARAMS: ParamSpec[] = [
   'u32:T',
   'u32:S',
@@ -129,6 +145,7 @@ const BWD_PARAMS: ParamSpec[] = [
   'u32:G',
   'i32:qOffset',
   'u32:causal',
+  'u32:window',
   'u32:hasMask',
   'f32:scale',
   'f32:scale2',
@@ -179,7 +196,7 @@ export function flashAttention(
     ctx.kernel(def),
     [q.buffer, k.buffer, v.buffer, mask?.buffer ?? dummyBuffer(ctx), out.buffer, lse.buffer],
     [Math.ceil(T / br), Hq, B],
-    [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, mask ? 1 : 0, r.scale * LOG2E],
+    [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, r.window, mask ? 1 : 0, r.scale * LOG2E],
   );
   return { out, lse };
 }
@@ -190,7 +207,7 @@ export function flashAttention(
  * `delta = rowsum(dOut * out)`, one pass over K/V blocks (dK, dV; with grouped-query attention each kv head
  * sums over its q heads inside the loop) and one over Q blocks (dQ). Deterministic: no atomics, each output
  * element written once by one thread with a fixed summation order, so repeated runs are bit-identical.
- * Pass the same options (causal, scale, qOffset, keyMask) as to the forward.
+ * Pass the same options (causal, scale, qOffset, keyMask, slidingWindow) as to the forward.
  * @throws ShapeError when shapes or dtypes do not fit.
  */
 export function flashAttentionBackward(
@@ -223,7 +240,7 @@ export function flashAttentionBackward(
   const mask = opts.keyMask;
   const maskBuf = mask?.buffer ?? dummyBuffer(ctx);
   const maskDt = mask?.dtype ?? 'u32';
-  const params = [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, mask ? 1 : 0, r.scale, r.scale * LOG2E];
+  const params = [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, r.window, mask ? 1 : 0, r.scale, r.scale * LOG2E];
 
   const delta = empty(ctx, [B, Hq, T]);
   const rows = B * T * Hq;
