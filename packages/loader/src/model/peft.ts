@@ -1,8 +1,7 @@
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { ConfigError, download, ShapeError } from '@rusty/backend';
 import { applyLora, loraModules, type LoraConfig, type Module } from '@rusty/graph';
 import { z } from 'zod';
+import type { FileTree } from '../io/source';
 import { readSafetensors } from '../safetensors/read';
 import { writeSafetensors } from '../safetensors/write';
 
@@ -28,14 +27,21 @@ const adapterSchema = z
   })
   .passthrough();
 
+/** An adapter directory: a path (Node) or a tree (files picked in a browser, OPFS, memory). */
+export type AdapterDir = string | FileTree;
+
+const treeOf = async (dir: AdapterDir): Promise<FileTree> => (typeof dir === 'string' ? (await import('../io/node')).nodeTree(dir) : dir);
+
 /** Read and validate a PEFT `adapter_config.json` into Rusty's LoRA settings. */
-export async function readAdapterConfig(dir: string): Promise<LoraConfig> {
-  const p = join(dir, ADAPTER_CONFIG);
+export async function readAdapterConfig(dir: AdapterDir): Promise<LoraConfig> {
+  const tree = await treeOf(dir);
+  const p = tree.pathOf(ADAPTER_CONFIG);
   let raw: unknown;
   try {
-    raw = JSON.parse(await readFile(p, 'utf8'));
+    raw = JSON.parse(await tree.readText(ADAPTER_CONFIG));
   } catch (e) {
-    throw new ConfigError(`${p}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : `not valid JSON (${(e as Error).message})`}`);
+    const missing = (e as { code?: string }).code === 'ENOENT' || !(await tree.has(ADAPTER_CONFIG));
+    throw new ConfigError(`${p}: ${missing ? 'not found' : `not valid JSON (${(e as Error).message})`}`);
   }
   const r = adapterSchema.safeParse(raw);
   if (!r.success) {
@@ -66,15 +72,12 @@ export async function readAdapterConfig(dir: string): Promise<LoraConfig> {
  * wraps the target Linears and loads A and B. Shapes must match the model (an adapter trained for another base
  * model fails here with the tensor named).
  */
-export async function loadLoraAdapter(model: Module, dir: string): Promise<LoraConfig> {
-  const cfg = await readAdapterConfig(dir);
-  const file = join(dir, ADAPTER_WEIGHTS);
-  try {
-    await stat(file);
-  } catch {
-    throw new ConfigError(`${file}: not found (safetensors adapters only; convert adapter_model.bin first)`);
-  }
-  const st = await readSafetensors(file);
+export async function loadLoraAdapter(model: Module, dir: AdapterDir): Promise<LoraConfig> {
+  const tree = await treeOf(dir);
+  const cfg = await readAdapterConfig(tree);
+  const file = tree.pathOf(ADAPTER_WEIGHTS);
+  if (!(await tree.has(ADAPTER_WEIGHTS))) throw new ConfigError(`${file}: not found (safetensors adapters only; convert adapter_model.bin first)`);
+  const st = await readSafetensors(await tree.open(ADAPTER_WEIGHTS));
   try {
     const mods = applyLora(model, cfg);
     const expected = new Set<string>();
@@ -106,12 +109,14 @@ export async function loadLoraAdapter(model: Module, dir: string): Promise<LoraC
 /**
  * Write the model's LoRA weights as a PEFT adapter directory (f32 tensors, names
  * `base_model.model.<module>.lora_A.weight`) that `PeftModel.from_pretrained` loads. Files are written to
- * temporary names and renamed.
+ * temporary names and renamed (in a tree: through its sinks, committed when complete).
+ * @param dir a directory path (Node, created if needed) or a writable tree (OPFS, memory)
  */
-export async function saveLoraAdapter(model: Module, dir: string, extra: { baseModel?: string } = {}): Promise<void> {
+export async function saveLoraAdapter(model: Module, dir: AdapterDir, extra: { baseModel?: string } = {}): Promise<void> {
   const mods = loraModules(model);
   if (!mods.size) throw new ConfigError('saveLoraAdapter: the model has no LoRA modules (applyLora first)');
-  await mkdir(dir, { recursive: true });
+  const tree = await treeOf(dir);
+  if (!tree.writeFile) throw new ConfigError(`saveLoraAdapter: ${tree.name} is read-only`);
   const first = mods.values().next().value!;
   const targets = [...new Set([...mods.keys()].map((k) => k.split('.').pop()!))];
   const tensors = new Map<string, { dtype: 'F32'; shape: number[]; data: Float32Array }>();
@@ -126,7 +131,7 @@ export async function saveLoraAdapter(model: Module, dir: string, extra: { baseM
         data: (await download(model.ctx, t.data)) as Float32Array,
       });
   }
-  await writeSafetensors(join(dir, ADAPTER_WEIGHTS), tensors, { format: 'pt' });
+  await writeSafetensors({ tree, file: ADAPTER_WEIGHTS }, tensors, { format: 'pt' });
   const config = {
     peft_type: 'LORA',
     task_type: 'CAUSAL_LM',
@@ -148,7 +153,5 @@ export async function saveLoraAdapter(model: Module, dir: string, extra: { baseM
     layers_pattern: null,
     revision: null,
   };
-  const tmp = join(dir, `.${ADAPTER_CONFIG}.tmp`);
-  await writeFile(tmp, JSON.stringify(config, null, 2) + '\n');
-  await rename(tmp, join(dir, ADAPTER_CONFIG));
+  await tree.writeFile(ADAPTER_CONFIG, JSON.stringify(config, null, 2) + '\n');
 }

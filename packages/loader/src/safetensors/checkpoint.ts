@@ -1,7 +1,6 @@
-import { readFile, readdir, stat } from 'node:fs/promises';
-import { basename, dirname, join, relative, resolve, isAbsolute } from 'node:path';
 import { z } from 'zod';
 import { SafetensorsError } from '../errors';
+import { dirOf, joinName, type FileTree } from '../io/source';
 import type { TensorInfo } from './header';
 import { readSafetensors, TensorReaderBase, type OpenTensor, type SafetensorsFile, type SafetensorsReader } from './read';
 
@@ -45,24 +44,25 @@ export class ShardedCheckpoint extends TensorReaderBase {
   }
 }
 
-async function kind(p: string): Promise<'file' | 'dir' | 'none'> {
-  try {
-    const s = await stat(p);
-    return s.isDirectory() ? 'dir' : 'file';
-  } catch {
-    return 'none';
-  }
+/** A path as a tree (its directory) and a file name in it, or the tree itself. */
+async function treeOf(p: string): Promise<{ tree: FileTree; file: string; kind: 'file' | 'dir' | 'none' }> {
+  const { nodeTree, pathKind, basename, dirname } = await import('../io/node');
+  const kind = await pathKind(p);
+  return kind === 'dir' ? { tree: nodeTree(p), file: '', kind } : { tree: nodeTree(dirname(p)), file: basename(p), kind };
 }
 
 /**
  * Open a sharded checkpoint through its index (`model.safetensors.index.json`: `weight_map` tensor -> shard).
  * Every shard is opened and validated; each mapped tensor must exist in its shard.
+ * @param index a path (Node), or a tree and the index file's name in it
  * @throws SafetensorsError naming a missing shard, a tensor absent from its shard, or a malformed index
  */
-export async function openShardedCheckpoint(indexPath: string): Promise<ShardedCheckpoint> {
+export async function openShardedCheckpoint(index: string | { tree: FileTree; file: string }): Promise<ShardedCheckpoint> {
+  const { tree, file } = typeof index === 'string' ? await treeOf(index) : index;
+  const indexPath = typeof index === 'string' ? index : tree.pathOf(file);
   let text: string;
   try {
-    text = await readFile(indexPath, 'utf8');
+    text = await tree.readText(file);
   } catch (e) {
     throw new SafetensorsError(`${indexPath}: cannot read the shard index: ${(e as Error).message}`, { cause: e });
   }
@@ -77,22 +77,19 @@ export async function openShardedCheckpoint(indexPath: string): Promise<ShardedC
     const i = parsed.error.issues[0]!;
     throw new SafetensorsError(`${indexPath}: invalid shard index at '${i.path.join('.')}': ${i.message} (expected {"weight_map": {tensor: shard file}})`);
   }
-  const dir = dirname(indexPath);
   const byName = new Map<string, string>();
   for (const shard of new Set(Object.values(parsed.data.weight_map))) {
-    const full = resolve(dir, shard);
-    const rel = relative(resolve(dir), full);
-    if (isAbsolute(shard) || rel.startsWith('..') || isAbsolute(rel))
-      throw new SafetensorsError(`${indexPath}: shard '${shard}' is outside the checkpoint directory`);
-    byName.set(shard, full);
+    const name = /^([a-zA-Z]:)?[\\/]/.test(shard) ? null : joinName(dirOf(file), shard);
+    if (name === null || !name) throw new SafetensorsError(`${indexPath}: shard '${shard}' is outside the checkpoint directory`);
+    byName.set(shard, name);
   }
   const shards: SafetensorsFile[] = [];
   const opened = new Map<string, SafetensorsFile>();
   try {
-    for (const [shard, full] of byName) {
-      if ((await kind(full)) !== 'file')
-        throw new SafetensorsError(`${indexPath}: shard '${shard}' listed in the weight_map is missing (${full})`);
-      const f = await readSafetensors(full);
+    for (const [shard, name] of byName) {
+      if (!(await tree.has(name)))
+        throw new SafetensorsError(`${indexPath}: shard '${shard}' listed in the weight_map is missing (${tree.pathOf(name)})`);
+      const f = await readSafetensors(await openOrThrow(tree, name));
       shards.push(f);
       opened.set(shard, f);
     }
@@ -114,38 +111,49 @@ export async function openShardedCheckpoint(indexPath: string): Promise<ShardedC
   }
 }
 
+async function openOrThrow(tree: FileTree, name: string) {
+  try {
+    return await tree.open(name);
+  } catch (e) {
+    throw new SafetensorsError(`${tree.pathOf(name)}: cannot open: ${(e as { code?: string }).code === 'ENOENT' ? 'no such file' : (e as Error).message}`, { cause: e });
+  }
+}
+
 /**
  * Open the weights of a Hugging Face checkpoint directory: `model.safetensors.index.json` (sharded) if present,
  * else `model.safetensors`, else the directory's only `*.safetensors` file.
+ * @param dir a directory path (Node) or a tree (files picked in a browser, OPFS, memory)
  * @throws SafetensorsError when the directory holds no (or several ambiguous) safetensors files
  */
-export async function readSafetensorsDir(dir: string): Promise<SafetensorsReader> {
-  if ((await kind(join(dir, INDEX_FILE))) === 'file') return openShardedCheckpoint(join(dir, INDEX_FILE));
-  if ((await kind(join(dir, SINGLE_FILE))) === 'file') return readSafetensors(join(dir, SINGLE_FILE));
+export async function readSafetensorsDir(dir: string | FileTree): Promise<SafetensorsReader> {
+  const tree = typeof dir === 'string' ? (await import('../io/node')).nodeTree(dir) : dir;
+  if (await tree.has(INDEX_FILE)) return openShardedCheckpoint({ tree, file: INDEX_FILE });
+  if (await tree.has(SINGLE_FILE)) return readSafetensors(await openOrThrow(tree, SINGLE_FILE));
   let names: string[];
   try {
-    names = await readdir(dir);
+    names = (await tree.list()).filter((n) => !n.includes('/'));
   } catch (e) {
-    throw new SafetensorsError(`${dir}: cannot list the checkpoint directory: ${(e as Error).message}`, { cause: e });
+    throw new SafetensorsError(`${tree.name}: cannot list the checkpoint directory: ${(e as Error).message}`, { cause: e });
   }
   const indexes = names.filter((n) => n.endsWith('.safetensors.index.json'));
-  if (indexes.length === 1) return openShardedCheckpoint(join(dir, indexes[0]!));
+  if (indexes.length === 1) return openShardedCheckpoint({ tree, file: indexes[0]! });
   const files = names.filter((n) => n.endsWith('.safetensors'));
-  if (files.length === 1 && indexes.length === 0) return readSafetensors(join(dir, files[0]!));
+  if (files.length === 1 && indexes.length === 0) return readSafetensors(await openOrThrow(tree, files[0]!));
   throw new SafetensorsError(
-    `${dir}: no ${SINGLE_FILE} or ${INDEX_FILE} in the directory` +
+    `${tree.name}: no ${SINGLE_FILE} or ${INDEX_FILE} in the directory` +
       (files.length + indexes.length ? ` (found ${[...indexes, ...files].join(', ')}; open one of them directly)` : ''),
   );
 }
 
 /**
  * Open a checkpoint given a directory (see `readSafetensorsDir`), a shard index (`*.index.json`) or a single
- * `.safetensors` file; all give the same reader interface.
+ * `.safetensors` file; all give the same reader interface. A tree (browser files, OPFS) is read as a directory.
  */
-export async function openCheckpoint(pathOrDir: string): Promise<SafetensorsReader> {
-  const k = await kind(pathOrDir);
-  if (k === 'none') throw new SafetensorsError(`${pathOrDir}: no such file or directory`);
-  if (k === 'dir') return readSafetensorsDir(pathOrDir);
-  if (basename(pathOrDir).endsWith('.index.json')) return openShardedCheckpoint(pathOrDir);
+export async function openCheckpoint(pathOrDir: string | FileTree): Promise<SafetensorsReader> {
+  if (typeof pathOrDir !== 'string') return readSafetensorsDir(pathOrDir);
+  const { tree, file, kind } = await treeOf(pathOrDir);
+  if (kind === 'none') throw new SafetensorsError(`${pathOrDir}: no such file or directory`);
+  if (kind === 'dir') return readSafetensorsDir(tree);
+  if (file.endsWith('.index.json')) return openShardedCheckpoint({ tree, file });
   return readSafetensors(pathOrDir);
 }

@@ -1,20 +1,20 @@
-import type { FileHandle } from 'node:fs/promises';
+import type { ByteSource } from '../io/source';
 import { SafetensorsError } from '../errors';
 
-/** Largest single `read(2)` request (Node limits one call to 2 GiB - 1). */
+/** Largest single read request (Node limits one `read(2)` to 2 GiB - 1). */
 const MAX_READ = 1 << 30;
 
 /**
  * Fill `into` with `into.byteLength` bytes read from `position`, in as many calls as it takes.
  * @throws SafetensorsError when the file ends early (it was truncated after it was opened)
  */
-export async function readExactly(fh: FileHandle, file: string, position: number, into: Uint8Array): Promise<void> {
+export async function readExactly(fh: ByteSource, file: string, position: number, into: Uint8Array): Promise<void> {
   let done = 0;
   while (done < into.byteLength) {
     const want = Math.min(MAX_READ, into.byteLength - done);
     let bytesRead: number;
     try {
-      ({ bytesRead } = await fh.read(into, done, want, position + done));
+      bytesRead = await fh.read(into.subarray(done, done + want), position + done);
     } catch (e) {
       throw new SafetensorsError(`${file}: reading ${want} bytes at offset ${position + done} failed: ${(e as Error).message}`, {
         cause: e,
@@ -33,11 +33,11 @@ export const READ_AHEAD = 3;
 
 /**
  * Read `length` bytes from `position` in chunks of `chunkBytes` (the last one shorter), with up to `READ_AHEAD`
- * further chunks being read (in libuv's thread pool) while `onChunk` handles the current one. `onChunk` gets a
+ * further chunks being read (in libuv's thread pool for Node files) while `onChunk` handles the current one. `onChunk` gets a
  * view that is reused afterwards, and the chunk's offset from `position`. Host memory: (READ_AHEAD + 1) chunks.
  */
 export async function streamRange(
-  fh: FileHandle,
+  fh: ByteSource,
   file: string,
   position: number,
   length: number,
@@ -72,7 +72,7 @@ export async function streamRange(
 
 /** Fill `into` from `position` with up to READ_AHEAD + 1 reads of `pieceBytes` in flight (faster than one large
  *  read on most systems: the kernel copies into several buffers at once). */
-export async function readParallel(fh: FileHandle, file: string, position: number, into: Uint8Array, pieceBytes = 8 << 20): Promise<void> {
+export async function readParallel(fh: ByteSource, file: string, position: number, into: Uint8Array, pieceBytes = 8 << 20): Promise<void> {
   const n = Math.ceil(into.byteLength / pieceBytes);
   if (n <= 1) return readExactly(fh, file, position, into);
   let next = 0;

@@ -1,10 +1,11 @@
-import { open, type FileHandle } from 'node:fs/promises';
 import { cast, ConfigError, DTYPES, empty, isDType, numel, release, storageBytes, type Context, type DeviceTensor, type DType } from '@rusty/backend';
 import { SafetensorsError } from '../errors';
 import { arrayOf, dtypeSize, type SafetensorsArray, type SafetensorsDType } from './dtypes';
 import { chunkElements, decodeToF32, encodeHalf, encodeInt32 } from './convert';
 import { headerLength, parseHeader, type TensorInfo } from './header';
 import { readExactly, readParallel, streamRange } from './io';
+import { blobSource } from '../io/blob';
+import { isBlobLike, isByteSource, type BlobLike, type ByteSource } from '../io/source';
 
 export type { TensorInfo } from './header';
 
@@ -48,9 +49,9 @@ export interface SafetensorsReader {
  *  2 GB/s against 0.9 GB/s with 64 MiB chunks, whose large staging copies in Dawn's writeBuffer do not overlap). */
 export const CHUNK_BYTES = 8 << 20;
 
-/** Where the bytes of one tensor live: an open handle and the header entry. */
+/** Where the bytes of one tensor live: an open source and the header entry. */
 export interface OpenTensor {
-  fh: FileHandle;
+  fh: ByteSource;
   info: TensorInfo;
 }
 
@@ -182,12 +183,12 @@ export abstract class TensorReaderBase implements SafetensorsReader {
 
 /** One open safetensors file: header parsed and validated, data read on demand. */
 export class SafetensorsFile extends TensorReaderBase {
-  private fh: FileHandle | null;
+  private fh: ByteSource | null;
 
   /** @internal use `readSafetensors` */
   constructor(
     readonly path: string,
-    fh: FileHandle,
+    fh: ByteSource,
     readonly metadata: Readonly<Record<string, string>>,
     readonly tensors: ReadonlyMap<string, TensorInfo>,
     /** Size of the file in bytes. */
@@ -221,21 +222,25 @@ export class SafetensorsFile extends TensorReaderBase {
 /**
  * Open a safetensors file and validate its header (length, UTF-8 JSON, dtypes, shapes, offsets that tile the
  * data exactly). Tensor data is read later, one tensor at a time at its offset; files over 4 GB work.
+ * @param file a path (Node), a `ByteSource` (see `@rusty/loader`'s io: OPFS, memory), or a browser `File`/`Blob`
  * @throws SafetensorsError naming the file and the problem
  */
-export async function readSafetensors(path: string): Promise<SafetensorsFile> {
-  let fh: FileHandle;
-  try {
-    fh = await open(path, 'r');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory (use openCheckpoint for a directory)' : (e as Error).message;
-    throw new SafetensorsError(`${path}: cannot open: ${why}`, { cause: e });
+export async function readSafetensors(file: string | ByteSource | BlobLike): Promise<SafetensorsFile> {
+  let fh: ByteSource;
+  if (typeof file !== 'string') fh = isByteSource(file) && !isBlobLike(file) ? file : blobSource(file as BlobLike);
+  else {
+    const { openFile } = await import('../io/node');
+    try {
+      fh = await openFile(file);
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory (use openCheckpoint for a directory)' : (e as Error).message;
+      throw new SafetensorsError(`${file}: cannot open: ${why}`, { cause: e });
+    }
   }
+  const path = fh.name;
   try {
-    const st = await fh.stat();
-    if (st.isDirectory()) throw new SafetensorsError(`${path}: cannot open: is a directory (use openCheckpoint for a directory)`);
-    const size = st.size;
+    const size = fh.size;
     if (!Number.isSafeInteger(size)) throw new SafetensorsError(`${path}: file size ${size} is not supported`);
     const prefix = new Uint8Array(8);
     if (size >= 8) await readExactly(fh, path, 0, prefix);

@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { open, rename, unlink, type FileHandle } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
 import { SafetensorsError } from '../errors';
+import { memoryTree } from '../io/blob';
+import type { ByteSink, FileTree } from '../io/source';
 import { dtypeRank, dtypeSize, inferDType, isSafetensorsDType, SAFETENSORS_DTYPES, shapeNumel, type SafetensorsDType } from './dtypes';
 
 /** One tensor to write. `data` holds exactly numel x itemsize bytes in little-endian element order (any typed
@@ -46,7 +45,11 @@ const utf8 = new TextEncoder();
 
 /** Byte-wise order of UTF-8 encodings (what the reference implementation's Rust string sort does). */
 function compareUtf8(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+  const x = utf8.encode(a);
+  const y = utf8.encode(b);
+  const n = Math.min(x.length, y.length);
+  for (let i = 0; i < n; i++) if (x[i] !== y[i]) return x[i]! - y[i]!;
+  return x.length - y.length;
 }
 
 /**
@@ -102,92 +105,52 @@ function checkData(where: string, dtype: SafetensorsDType, shape: readonly numbe
     throw new SafetensorsError(`${where}: ${dtype}[${shape.join(', ')}] needs ${bytes} bytes but its data has ${data.byteLength}`);
 }
 
-/** Buffered sequential writes: small tensors are coalesced, large ones written straight through. */
-class Sink {
-  private buf = new Uint8Array(8 << 20);
-  private used = 0;
-  private pos = 0;
-  constructor(private fh: FileHandle) {}
-
-  async write(bytes: Uint8Array): Promise<void> {
-    if (this.used + bytes.byteLength <= this.buf.byteLength) {
-      this.buf.set(bytes, this.used);
-      this.used += bytes.byteLength;
-      return;
-    }
-    await this.flush();
-    if (bytes.byteLength <= this.buf.byteLength / 2) {
-      this.buf.set(bytes);
-      this.used = bytes.byteLength;
-    } else await this.writeAll(bytes);
-  }
-
-  async flush(): Promise<void> {
-    if (this.used) await this.writeAll(this.buf.subarray(0, this.used));
-    this.used = 0;
-  }
-
-  private async writeAll(bytes: Uint8Array): Promise<void> {
-    let done = 0;
-    while (done < bytes.byteLength) {
-      const len = Math.min(bytes.byteLength - done, 1 << 30);
-      const { bytesWritten } = await this.fh.write(bytes, done, len, this.pos);
-      done += bytesWritten;
-      this.pos += bytesWritten;
-    }
-  }
-}
+/** Where `writeSafetensors` writes: a path (Node), or a file in a writable tree (OPFS, memory, a Node directory). */
+export type SafetensorsTarget = string | { tree: FileTree; file: string };
 
 /**
- * Write tensors to a safetensors file, atomically: the data goes to a temporary file in the same directory,
- * which is fsync'd and then renamed over `path` (and the directory fsync'd), so a crash never leaves a partial
- * file under the final name. Layout and header are byte-identical to the reference implementation's for the
- * same tensors and metadata (see `plan`).
+ * Write tensors to a safetensors file, atomically: the data goes to a temporary file (for a path: in the same
+ * directory, fsync'd, then renamed over `path` and the directory fsync'd; for a tree: its sink, committed at the
+ * end), so a crash never leaves a partial file under the final name. Layout and header are byte-identical to the
+ * reference implementation's for the same tensors and metadata (see `plan`).
  * @param metadata the `__metadata__` string map (omitted from the header when undefined)
  * @throws SafetensorsError naming the tensor whose dtype, shape or data is wrong, or the I/O failure
  */
-export async function writeSafetensors(path: string, tensors: TensorsToWrite, metadata?: Record<string, string>): Promise<WriteResult> {
+export async function writeSafetensors(target: SafetensorsTarget, tensors: TensorsToWrite, metadata?: Record<string, string>): Promise<WriteResult> {
+  const path = typeof target === 'string' ? target : target.tree.pathOf(target.file);
   const { planned, header, dataBytes, n } = plan(path, tensors, metadata);
-  const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
-  let fh: FileHandle | undefined;
+  let sink: ByteSink | undefined;
   try {
+    let where = typeof target === 'string' ? path : target.tree.name;
     try {
-      fh = await open(tmp, 'wx', 0o644);
+      if (typeof target === 'string') {
+        const node = await import('../io/node');
+        where = node.dirname(path);
+        sink = await node.createFileSink(path);
+      } else if (target.tree.createSink) sink = await target.tree.createSink(target.file);
+      else throw new Error('the tree is read-only');
     } catch (e) {
-      throw new SafetensorsError(`${path}: cannot create a temporary file in ${dir}: ${(e as Error).message}`, { cause: e });
+      throw new SafetensorsError(`${path}: cannot create a temporary file in ${where}: ${(e as Error).message}`, { cause: e });
     }
-    const sink = new Sink(fh);
     await sink.write(header);
     for (const t of planned) {
       const data = typeof t.data === 'function' ? await t.data() : t.data;
       checkData(`${path}: tensor '${t.name}'`, t.dtype, t.shape, t.bytes, data);
       await sink.write(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
     }
-    await sink.flush();
-    await fh.sync();
-    await fh.close();
-    fh = undefined;
-    await rename(tmp, path);
+    await sink.commit();
   } catch (e) {
-    await fh?.close().catch(() => undefined);
-    await unlink(tmp).catch(() => undefined);
+    await sink?.abort().catch(() => undefined);
     if (e instanceof SafetensorsError) throw e;
     throw new SafetensorsError(`${path}: writing failed: ${(e as Error).message}`, { cause: e });
   }
-  await syncDir(dir);
   return { path, byteLength: 8 + n + dataBytes, headerLength: n };
 }
 
-/** fsync a directory so that a rename in it is durable (a no-op where directories cannot be opened). */
-async function syncDir(dir: string): Promise<void> {
-  let d: FileHandle | undefined;
-  try {
-    d = await open(dir, 'r');
-    await d.sync();
-  } catch {
-    // Windows and some file systems refuse to open or fsync a directory; the rename itself is still atomic.
-  } finally {
-    await d?.close().catch(() => undefined);
-  }
+/** The bytes of a safetensors file holding `tensors` (what `writeSafetensors` would write), in memory: for
+ *  downloads and browser storage. */
+export async function serializeSafetensors(tensors: TensorsToWrite, metadata?: Record<string, string>, name = 'tensors.safetensors'): Promise<Uint8Array> {
+  const tree = memoryTree('memory');
+  await writeSafetensors({ tree, file: name }, tensors, metadata);
+  return tree.files.get(name)!;
 }
