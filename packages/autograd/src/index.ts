@@ -23,4 +23,4 @@ export {
 } from './optim/schedulers';
 export { randn, randu } from './random';
 export { attention, type AttentionOpts } from './ops/attention';
-export { rmsNorm, addRmsNorm, rope, swiglu, embedding, crossEntropy } from './ops/llm';
+export { rmsNorm, addRmsNorm, rope, swiglu, embedding, crossEntropy, type RmsNormOpts } from './ops/llm';

@@ -25,6 +25,11 @@ describe('LLM ops pass gradcheck through autograd', () => {
       const [s, y] = addRmsNorm(a, b, c, 1e-5);
       return mul(s, y);
     }, [x, r, w]);
+    await check('rmsNorm weightOffset 1', (a, b) => rmsNorm(a, b, 1e-5, { weightOffset: 1 }), [x, w]);
+    await check('addRmsNorm weightOffset 1', (a, b, c) => {
+      const [s, y] = addRmsNorm(a, b, c, 1e-5, { weightOffset: 1 });
+      return mul(s, y);
+    }, [x, r, w]);
   });
 
   it('rope, swiglu, embedding', async () => {

@@ -19,32 +19,41 @@ import { releaseRef, retain } from '../storage';
 import { Tensor } from '../tensor';
 import { reshape } from './shape';
 
-const rmsNormOp = defineOp<{ eps: number }>({
+/** Options of {@link rmsNorm} and {@link addRmsNorm}. */
+export interface RmsNormOpts {
+  /** Added to every weight before it scales, in f32: `* (w + weightOffset)`. Default 0; 1 for Gemma's
+   *  RMSNorm (`* (1.0 + weight.float())`). */
+  weightOffset?: number;
+}
+
+const rmsNormOp = defineOp<{ eps: number; weightOffset: number }>({
   name: 'rms_norm',
-  forward: (ctx, [x, w], { eps }) => {
-    const { y, rstd } = rmsNormKernel(ctx, x!, w!, { eps });
+  forward: (ctx, [x, w], { eps, weightOffset }) => {
+    const { y, rstd } = rmsNormKernel(ctx, x!, w!, { eps, weightOffset });
     return { outputs: y, saved: [x!, w!, rstd] };
   },
-  backward: (ctx, [g], [x, w, rstd], [mx, mw]) => {
-    const { dx, dw } = rmsNormBackward(ctx, g!, x!, w!, rstd!);
+  backward: (ctx, [g], [x, w, rstd], [mx, mw], { weightOffset }) => {
+    const { dx, dw } = rmsNormBackward(ctx, g!, x!, w!, rstd!, { weightOffset });
     return [keepIf(ctx, dx, mx!.requiresGrad), keepIf(ctx, dw, mw!.requiresGrad)];
   },
 });
 
-/** HF LlamaRMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * w. */
-export const rmsNorm = (x: Tensor, w: Tensor, eps: number): Tensor => rmsNormOp([x, w], { eps });
+/** HF LlamaRMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * w (`* (1 + w)` with weightOffset 1, HF
+ *  Gemma3RMSNorm), in f32. */
+export const rmsNorm = (x: Tensor, w: Tensor, eps: number, opts: RmsNormOpts = {}): Tensor =>
+  rmsNormOp([x, w], { eps, weightOffset: opts.weightOffset ?? 0 });
 
-const addRmsNormOp = defineOp<{ eps: number }>({
+const addRmsNormOp = defineOp<{ eps: number; weightOffset: number }>({
   name: 'add_rms_norm',
-  forward: (ctx, [x, r, w], { eps }) => {
-    const { y, rstd, sum } = addRmsNormKernel(ctx, x!, r!, w!, { eps });
+  forward: (ctx, [x, r, w], { eps, weightOffset }) => {
+    const { y, rstd, sum } = addRmsNormKernel(ctx, x!, r!, w!, { eps, weightOffset });
     return { outputs: [sum, y], saved: [sum, w!, rstd] };
   },
-  backward: (ctx, [gSum, gY], [sum, w, rstd], [mx, mr, mw]) => {
+  backward: (ctx, [gSum, gY], [sum, w, rstd], [mx, mr, mw], { weightOffset }) => {
     let d: DeviceTensor;
     let dw: DeviceTensor | null = null;
     if (gY) {
-      const r = rmsNormBackward(ctx, gY, sum!, w!, rstd!, gSum ? { residualGrad: gSum } : {});
+      const r = rmsNormBackward(ctx, gY, sum!, w!, rstd!, gSum ? { residualGrad: gSum, weightOffset } : { weightOffset });
       d = r.dx;
       dw = keepIf(ctx, r.dw, mw!.requiresGrad);
     } else {
@@ -59,8 +68,8 @@ const addRmsNormOp = defineOp<{ eps: number }>({
 });
 
 /** Fused residual add + RMSNorm: returns [x + residual, rmsNorm(x + residual)] from one pass. */
-export function addRmsNorm(x: Tensor, residual: Tensor, w: Tensor, eps: number): [Tensor, Tensor] {
-  const [s, y] = addRmsNormOp.multi([x, residual, w], { eps });
+export function addRmsNorm(x: Tensor, residual: Tensor, w: Tensor, eps: number, opts: RmsNormOpts = {}): [Tensor, Tensor] {
+  const [s, y] = addRmsNormOp.multi([x, residual, w], { eps, weightOffset: opts.weightOffset ?? 0 });
   return [s!, y!];
 }
 

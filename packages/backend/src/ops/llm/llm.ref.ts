@@ -16,8 +16,8 @@ export function refEmbeddingBackward(ids: number[], dy: Float64Array, vocab: num
   return dw;
 }
 
-/** float64 reference: y and rstd. */
-export function refRmsNorm(x: Float64Array, w: Float64Array, rows: number, d: number, eps: number) {
+/** float64 reference: y and rstd (the weight used is w + woff). */
+export function refRmsNorm(x: Float64Array, w: Float64Array, rows: number, d: number, eps: number, woff = 0) {
   const y = new Float64Array(rows * d);
   const rstd = new Float64Array(rows);
   for (let r = 0; r < rows; r++) {
@@ -25,13 +25,13 @@ export function refRmsNorm(x: Float64Array, w: Float64Array, rows: number, d: nu
     for (let j = 0; j < d; j++) ss += x[r * d + j]! ** 2;
     const rs = 1 / Math.sqrt(ss / d + eps);
     rstd[r] = rs;
-    for (let j = 0; j < d; j++) y[r * d + j] = x[r * d + j]! * rs * w[j]!;
+    for (let j = 0; j < d; j++) y[r * d + j] = x[r * d + j]! * rs * (w[j]! + woff);
   }
   return { y, rstd };
 }
 
-/** float64 reference backward. */
-export function refRmsNormBackward(dy: Float64Array, x: Float64Array, w: Float64Array, rows: number, d: number, eps: number) {
+/** float64 reference backward (the weight used is w + woff; dw is the gradient of w). */
+export function refRmsNormBackward(dy: Float64Array, x: Float64Array, w: Float64Array, rows: number, d: number, eps: number, woff = 0) {
   const dx = new Float64Array(rows * d);
   const dw = new Float64Array(d);
   for (let r = 0; r < rows; r++) {
@@ -39,12 +39,12 @@ export function refRmsNormBackward(dy: Float64Array, x: Float64Array, w: Float64
     let dt = 0;
     for (let j = 0; j < d; j++) {
       ss += x[r * d + j]! ** 2;
-      dt += dy[r * d + j]! * w[j]! * x[r * d + j]!;
+      dt += dy[r * d + j]! * (w[j]! + woff) * x[r * d + j]!;
     }
     const rs = 1 / Math.sqrt(ss / d + eps);
     for (let j = 0; j < d; j++) {
       const i = r * d + j;
-      dx[i] = rs * (dy[i]! * w[j]! - (x[i]! * rs * rs * dt) / d);
+      dx[i] = rs * (dy[i]! * (w[j]! + woff) - (x[i]! * rs * rs * dt) / d);
       dw[j] = dw[j]! + dy[i]! * x[i]! * rs;
     }
   }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext, type Context } from '../../context';
 import type { DType } from '../../dtype';
-import { ShapeError } from '../../errors';
+import { ConfigError, ShapeError } from '../../errors';
 import { release, upload } from '../../tensor';
 import { dot, finiteDiff, randn, relErr } from '../../testing';
 import { llmTuning } from './common';
@@ -85,6 +85,48 @@ describe('rmsNorm', () => {
     }
   });
 
+  it('weightOffset (Gemma: * (1 + w)): reference backward matches finite differences', () => {
+    const [rows, d, eps] = [3, 7, 1e-6];
+    const x = randn(rows * d, 21);
+    const w = randn(d, 22, 0.1);
+    const dy = randn(rows * d, 23);
+    const { dx, dw } = refBackward(dy, x, w, rows, d, eps, 1);
+    expect(relErr(dx, finiteDiff((xx) => dot(refForward(xx, w, rows, d, eps, 1).y, dy), x))).toBeLessThan(1e-7);
+    expect(relErr(dw, finiteDiff((ww) => dot(refForward(x, ww, rows, d, eps, 1).y, dy), w))).toBeLessThan(1e-7);
+  });
+
+  for (const [rows, d, xd, wd] of [
+    [5, 64, 'f32', 'f32'],
+    [37, 100, 'bf16', 'bf16'],
+    [5, 2050, 'f32', 'bf16'],
+  ] as [number, number, DType, DType][])
+    it(`weightOffset 1: forward and backward, x ${xd}[${rows}, ${d}], w ${wd}, plain and fused`, async () => {
+      const eps = 1e-6;
+      const x = randTensor(ctx, [rows, d], xd, rows * 10 + d);
+      const res = randTensor(ctx, [rows, d], xd, rows * 10 + d + 1);
+      const w = randTensor(ctx, [d], wd, d + 3, 0.1); // Gemma stores small weights around 0
+      const dy = randTensor(ctx, [rows, d], xd, d + 5);
+      const g = randTensor(ctx, [rows, d], 'f32', d + 6);
+      const y = poisoned(ctx, [rows, d]);
+      const rstd = poisoned(ctx, [rows]);
+      rmsNorm(ctx, x.t, w.t, { eps, out: y, rstdOut: rstd, weightOffset: 1 });
+      const b = rmsNormBackward(ctx, dy.t, x.t, w.t, rstd, { dxOut: poisoned(ctx, [rows, d]), dwOut: poisoned(ctx, [d]), weightOffset: 1 });
+      const ref = refForward(x.data, w.data, rows, d, eps, 1);
+      const refB = refBackward(dy.data, x.data, w.data, rows, d, eps, 1);
+      expect(relErr(await get(ctx, y), ref.y)).toBeLessThan(1e-5);
+      expect(relErr(await get(ctx, b.dx), refB.dx)).toBeLessThan(1e-4);
+      expect(relErr(await get(ctx, b.dw), refB.dw)).toBeLessThan(1e-4);
+      // fused residual form
+      const f = addRmsNorm(ctx, x.t, res.t, w.t, { eps, weightOffset: 1, out: poisoned(ctx, [rows, d]), sumOut: poisoned(ctx, [rows, d]) });
+      const s = x.data.map((v, i) => v + res.data[i]!);
+      expect(relErr(await get(ctx, f.y), refForward(s, w.data, rows, d, eps, 1).y)).toBeLessThan(1e-5);
+      const fb = addRmsNormBackward(ctx, dy.t, f.sum, w.t, f.rstd, { sumGrad: g.t, dsumOut: poisoned(ctx, [rows, d]), weightOffset: 1 });
+      const refF = refBackward(dy.data, s, w.data, rows, d, eps, 1);
+      expect(relErr(await get(ctx, fb.dsum), refF.dx.map((v, i) => v + g.data[i]!))).toBeLessThan(1e-4);
+      expect(relErr(await get(ctx, fb.dw), refF.dw)).toBeLessThan(1e-4);
+      release(ctx, x.t, res.t, w.t, dy.t, g.t, y, rstd, b.dx, b.dw, f.y, f.sum, f.rstd, fb.dsum, fb.dw);
+    });
+
   it('portable workgroup reductions (no subgroups)', async () => {
     llmTuning.subgroups = false;
     try {
@@ -109,6 +151,9 @@ describe('rmsNorm', () => {
     const w = upload(ctx, new Float32Array(5), [5]);
     expect(() => rmsNorm(ctx, x, w)).toThrow(ShapeError);
     expect(() => rmsNorm(ctx, x, w)).toThrow(/\[5\].*\[3, 4\]/);
+    const w4 = upload(ctx, new Float32Array(4), [4]);
+    expect(() => rmsNorm(ctx, x, w4, { weightOffset: Number.NaN })).toThrow(ConfigError);
+    release(ctx, w4);
     release(ctx, x, w);
   });
 });

@@ -3,7 +3,7 @@ import rmsnormBwdWgsl from '../../../../../shaders/rmsnorm-backward.wgsl';
 import rmsnormDwWgsl from '../../../../../shaders/rmsnorm-dw.wgsl';
 import type { Context } from '../../context';
 import type { DType } from '../../dtype';
-import { ShapeError } from '../../errors';
+import { ConfigError, ShapeError } from '../../errors';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import {
   bindUnits,
@@ -27,6 +27,9 @@ import {
 export interface RmsNormOptions {
   /** Added to the mean square before the reciprocal square root (HF `rms_norm_eps`). Default 1e-6. */
   eps?: number;
+  /** Added to every weight in f32 before it scales: `y = x * rstd * (w + weightOffset)`. Default 0; Gemma's
+   *  RMSNorm (`* (1.0 + weight.float())`) is 1. Pass the same value to the backward. */
+  weightOffset?: number;
   /** f32 output tensor of x's shape to write instead of allocating one. */
   out?: DeviceTensor;
   /** f32 [rows] tensor for the saved reciprocal RMS. */
@@ -54,6 +57,12 @@ function rowsOf(op: string, x: DeviceTensor, w: DeviceTensor): { rows: number; d
   return { rows: numel(x.shape) / d, d };
 }
 
+function weightOffset(op: string, v: number | undefined): number {
+  if (v === undefined) return 0;
+  if (!Number.isFinite(v)) throw new ConfigError(`${op}: weightOffset must be a finite number, got ${v}`);
+  return v;
+}
+
 function forward(
   ctx: Context,
   x: DeviceTensor,
@@ -63,6 +72,7 @@ function forward(
 ): RmsNormResult & { sum?: DeviceTensor } {
   const op = r ? 'addRmsNorm' : 'rmsNorm';
   const { rows, d } = rowsOf(op, x, w);
+  const woff = weightOffset(op, opts.weightOffset);
   if (r) {
     checkFloat(r, `${op}: residual`);
     if (!sameShape(r.shape, x.shape)) throw new ShapeError(`${op}: residual ${fmt(r.shape)} does not match x ${fmt(x.shape)}`);
@@ -110,7 +120,7 @@ function forward(
         ...(r ? [{ name: 's', access: 'rw' as const, dtype: 'f32' as const }] : []),
         { name: 'rstd', access: 'rw', dtype: 'f32' },
       ],
-      params: ['u32:rows', 'u32:D', 'f32:eps'],
+      params: ['u32:rows', 'u32:D', 'f32:eps', 'f32:woff'],
     };
   });
   for (const [r0, r1] of plan.ranges) {
@@ -119,14 +129,14 @@ function forward(
     const by = b(y, d * 4);
     const brs = b(rstd, 4);
     const bufs = r ? [bx, b(r, d * elemBytes(r)), w.buffer, by, b(sum!, d * 4), brs] : [bx, w.buffer, by, brs];
-    ctx.dispatch(k, bufs, grid(r1 - r0), [r1 - r0, d, opts.eps ?? 1e-6]);
+    ctx.dispatch(k, bufs, grid(r1 - r0), [r1 - r0, d, opts.eps ?? 1e-6, woff]);
   }
   return { y, rstd, sum };
 }
 
 /**
  * RMSNorm over the last dimension, as HF's `LlamaRMSNorm` computes it in f32:
- * `y = x * rsqrt(mean(x^2, -1) + eps) * w`. `x` [..., D] and `w` [D] may be f32, f16 or bf16; `y` is f32 (HF
+ * `y = x * rsqrt(mean(x^2, -1) + eps) * w` (with `weightOffset` 1: `* (1 + w)`, HF `Gemma3RMSNorm`). `x` [..., D] and `w` [D] may be f32, f16 or bf16; `y` is f32 (HF
  * rounds the normalised value to the input dtype before the weight; here it stays f32). Also returns
  * `rstd` [rows] for {@link rmsNormBackward}. One workgroup per row; rows up to 32 values per thread (D up to
  * 32768 f32 or 65536 16-bit) are read once and held in registers, longer rows are read twice. Tensors larger
@@ -161,6 +171,8 @@ export interface RmsNormBackwardOptions {
   dxOut?: DeviceTensor;
   /** f32 [D] output for dw. */
   dwOut?: DeviceTensor;
+  /** The forward's {@link RmsNormOptions.weightOffset} (default 0): dx uses `w + weightOffset`. */
+  weightOffset?: number;
 }
 
 /**
@@ -173,9 +185,14 @@ export function addRmsNormBackward(
   sum: DeviceTensor,
   w: DeviceTensor,
   rstd: DeviceTensor,
-  opts: { sumGrad?: DeviceTensor; dsumOut?: DeviceTensor; dwOut?: DeviceTensor } = {},
+  opts: { sumGrad?: DeviceTensor; dsumOut?: DeviceTensor; dwOut?: DeviceTensor; weightOffset?: number } = {},
 ): { dsum: DeviceTensor; dw: DeviceTensor } {
-  const { dx, dw } = rmsNormBackward(ctx, dy, sum, w, rstd, { residualGrad: opts.sumGrad, dxOut: opts.dsumOut, dwOut: opts.dwOut });
+  const { dx, dw } = rmsNormBackward(ctx, dy, sum, w, rstd, {
+    residualGrad: opts.sumGrad,
+    dxOut: opts.dsumOut,
+    dwOut: opts.dwOut,
+    weightOffset: opts.weightOffset,
+  });
   return { dsum: dx, dw };
 }
 
@@ -188,8 +205,8 @@ export function rmsNormChunks(rows: number): { rpc: number; chunks: number } {
 
 /**
  * Backward of {@link rmsNorm}: given `dy` and the forward's `x`, `w` and `rstd`, returns
- * `dx = rstd * (dy*w - x * rstd^2 * mean(dy*w*x))` (+ `residualGrad`) and `dw = sum over rows of dy * x * rstd`,
- * both f32. dw is summed deterministically: per-chunk partial sums (one workgroup per chunk of rows, rows in
+ * `dx = rstd * (dy*w' - x * rstd^2 * mean(dy*w'*x))` (+ `residualGrad`; `w' = w + weightOffset`) and
+ * `dw = sum over rows of dy * x * rstd`, both f32. dw is summed deterministically: per-chunk partial sums (one workgroup per chunk of rows, rows in
  * order) and a second pass adding the chunks in a fixed order; no atomics.
  */
 export function rmsNormBackward(
@@ -202,6 +219,7 @@ export function rmsNormBackward(
 ): { dx: DeviceTensor; dw: DeviceTensor } {
   const op = 'rmsNormBackward';
   const { rows, d } = rowsOf(op, x, w);
+  const woff = weightOffset(op, opts.weightOffset);
   checkFloat(dy, `${op}: dy`);
   if (!sameShape(dy.shape, x.shape)) throw new ShapeError(`${op}: dy ${fmt(dy.shape)} does not match x ${fmt(x.shape)}`);
   if (rstd.dtype !== 'f32' || !sameShape(rstd.shape, [rows]))
@@ -252,7 +270,7 @@ export function rmsNormBackward(
         { name: 'dx', access: 'rw', dtype: 'f32' },
         { name: 'dwp', access: 'rw', dtype: 'f32' },
       ],
-      params: ['u32:rows', 'u32:D', 'u32:rpc'],
+      params: ['u32:rows', 'u32:D', 'u32:rpc', 'f32:woff'],
     };
   });
   if (rows > 0) {
@@ -261,7 +279,7 @@ export function rmsNormBackward(
       const bufs = [b(dy, rowB(dy)), b(x, rowB(x)), w.buffer, b(rstd, rpc * 4), ...(res ? [b(res, rowB(res))] : [])];
       bufs.push(b(dx, rpc * d * 4), b(dwp, d * 4));
       const nr = Math.min(c1 * rpc, rows) - c0 * rpc;
-      ctx.dispatch(k, bufs, grid(c1 - c0), [nr, d, rpc]);
+      ctx.dispatch(k, bufs, grid(c1 - c0), [nr, d, rpc, woff]);
     }
   }
   const dwg = Math.min(1024, maxWorkgroup(ctx));
