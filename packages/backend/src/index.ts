@@ -25,3 +25,4 @@ export * from './ops/attention';
 export * from './ops/optim';
 export * as testing from './testing';
 export { mulberry32 } from './random';
+export * from './ops/quant';

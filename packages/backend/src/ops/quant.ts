@@ -1,0 +1,15 @@
+export * from './quant/formats';
+export { quantize, dequantize, quantScales, releaseQuant, describeQuant, quantPrelude } from './quant/quantize';
+export { quantLinear, quantLinearBackward, QUANT_GEMV_MAX_ROWS, type QuantLinearOptions, type QuantMatmulVariant } from './quant/qmatmul';
+export {
+  quantizeRef,
+  dequantizeRef,
+  dqScalesRef,
+  packCodes,
+  unpackCodes,
+  codeValue,
+  nf4Code,
+  blockErrorBound,
+  roundEven,
+  type HostQuant,
+} from './quant/quant.ref';

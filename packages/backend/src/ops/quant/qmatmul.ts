@@ -1,0 +1,127 @@
+import gemvWgsl from '../../../../../shaders/dequant-gemv.wgsl';
+import matmulWgsl from '../../../../../shaders/dequant-matmul.wgsl';
+import type { Context } from '../../context';
+import { ShapeError } from '../../errors';
+import { cachedKernel } from '../../kernel-cache';
+import { empty, numel, type DeviceTensor } from '../../tensor';
+import { assertFloat, checkBinding, checkOut, fmtShape } from '../core/util';
+import { FMT_ID, type QuantTensor } from './formats';
+import { describeQuant, quantPrelude, quantScales } from './quantize';
+
+/** Which kernel runs a quantized product: `tiled` (many rows), `gemv` (decode, at most 16 rows) or `auto`. */
+export type QuantMatmulVariant = 'auto' | 'tiled' | 'gemv';
+
+/** Rows at or below which `auto` picks the GEMV kernel. */
+export const QUANT_GEMV_MAX_ROWS = 16;
+
+/** Options of {@link quantLinear}. */
+export interface QuantLinearOptions {
+  /** Added to every row: [N], any float dtype. */
+  bias?: DeviceTensor;
+  /** Write into this f32 tensor of the result's shape. */
+  out?: DeviceTensor;
+  variant?: QuantMatmulVariant;
+}
+
+const rowsOf = (x: DeviceTensor) => numel(x.shape) / x.shape[x.shape.length - 1]!;
+
+/**
+ * `y = x W^T (+ bias)` with a quantized weight W [N, K]: x is [..., K] (f32, f16 or bf16), the result a new f32
+ * [..., N]. W's tiles are dequantized inside the kernel (workgroup memory for many rows; a bandwidth-bound GEMV
+ * that reads each packed word once for 1-16 rows).
+ */
+export function quantLinear(ctx: Context, x: DeviceTensor, w: QuantTensor, opts: QuantLinearOptions = {}): DeviceTensor {
+  assertFloat(x, 'quantLinear', 'x');
+  const { N, K } = w.layout;
+  if (x.shape.length < 1 || x.shape[x.shape.length - 1] !== K)
+    throw new ShapeError(`quantLinear: input ${fmtShape(x.shape)} does not end in in_features ${K} of ${describeQuant(w)}`);
+  if (opts.bias) {
+    assertFloat(opts.bias, 'quantLinear', 'bias');
+    if (numel(opts.bias.shape) !== N) throw new ShapeError(`quantLinear: bias ${fmtShape(opts.bias.shape)} does not match out_features ${N}`);
+  }
+  const M = rowsOf(x);
+  const shape = [...x.shape.slice(0, -1), N];
+  if (opts.out) checkOut(opts.out, shape, 'quantLinear', 'f32', [x]);
+  const y = opts.out ?? empty(ctx, shape);
+  checkBinding(ctx, x, 'quantLinear', 'x');
+  checkBinding(ctx, y, 'quantLinear', 'y');
+  if (M === 0) return y;
+  let variant = opts.variant ?? 'auto';
+  if (variant === 'auto') variant = M <= QUANT_GEMV_MAX_ROWS ? 'gemv' : 'tiled';
+  if (variant === 'gemv' && M > QUANT_GEMV_MAX_ROWS)
+    throw new ShapeError(`quantLinear: the gemv kernel takes at most ${QUANT_GEMV_MAX_ROWS} rows, got ${M}`);
+  const { scales, owned } = quantScales(ctx, w);
+  const bias = opts.bias ?? x;
+  if (variant === 'gemv') gemv(ctx, x, w, scales, bias, !!opts.bias, y, M);
+  else tiled(ctx, x, w, scales, bias, !!opts.bias, y, M, false);
+  if (owned) ctx.release(scales.buffer);
+  return y;
+}
+
+/**
+ * The gradient of {@link quantLinear} with respect to its input: `dX [..., K] = dY [..., N] W`, through the same
+ * fused dequantizing kernel (the frozen quantized weight needs no gradient). Returns a new f32 tensor.
+ */
+export function quantLinearBackward(ctx: Context, dy: DeviceTensor, w: QuantTensor, out?: DeviceTensor): DeviceTensor {
+  assertFloat(dy, 'quantLinearBackward', 'dy');
+  const { N, K } = w.layout;
+  if (dy.shape.length < 1 || dy.shape[dy.shape.length - 1] !== N)
+    throw new ShapeError(`quantLinearBackward: gradient ${fmtShape(dy.shape)} does not end in out_features ${N} of ${describeQuant(w)}`);
+  const shape = [...dy.shape.slice(0, -1), K];
+  if (out) checkOut(out, shape, 'quantLinearBackward', 'f32', [dy]);
+  const dx = out ?? empty(ctx, shape);
+  checkBinding(ctx, dy, 'quantLinearBackward', 'dy');
+  checkBinding(ctx, dx, 'quantLinearBackward', 'dx');
+  const M = rowsOf(dy);
+  if (M === 0) return dx;
+  const { scales, owned } = quantScales(ctx, w);
+  tiled(ctx, dy, w, scales, dy, false, dx, M, true);
+  if (owned) ctx.release(scales.buffer);
+  return dx;
+}
+
+function tiled(ctx: Context, x: DeviceTensor, w: QuantTensor, s: DeviceTensor, bias: DeviceTensor, hasBias: boolean, y: DeviceTensor, M: number, bwd: boolean): void {
+  const { N, K, G, nb, wpr } = w.layout;
+  const constants = { FMT: FMT_ID[w.spec.format], BWD: +bwd, HAS_BIAS: +hasBias, DYN: +ctx.info.isSoftware };
+  const key = `dequant-matmul:${x.dtype}:${s.dtype}:${bias.dtype}:${Object.values(constants).join('')}`;
+  const k = cachedKernel(ctx, key, () => ({
+    name: 'dequant-matmul',
+    code: quantPrelude() + matmulWgsl,
+    bindings: [
+      { name: 'x', access: 'read', dtype: x.dtype },
+      { name: 'q', access: 'read', dtype: 'u32' },
+      { name: 's', access: 'read', dtype: s.dtype },
+      { name: 'bias', access: 'read', dtype: bias.dtype },
+      { name: 'y', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:M', 'u32:N', 'u32:K', 'u32:G', 'u32:nb', 'u32:wpr', 'u32:one'],
+    constants,
+  }));
+  const P = bwd ? K : N;
+  const gx = Math.ceil(P / 64);
+  const gy = Math.ceil(M / 64);
+  if (gx > 65535 || gy > 65535) throw new ShapeError(`quantLinear: ${M} rows x ${P} outputs need more workgroups than one dispatch takes`);
+  ctx.dispatch(k, [x.buffer, w.data.buffer, s.buffer, bias.buffer, y.buffer], [gx, gy, 1], [M, N, K, G, nb, wpr, 1]);
+}
+
+function gemv(ctx: Context, x: DeviceTensor, w: QuantTensor, s: DeviceTensor, bias: DeviceTensor, hasBias: boolean, y: DeviceTensor, M: number): void {
+  const { N, K, G, nb, wpr } = w.layout;
+  const constants = { FMT: FMT_ID[w.spec.format], HAS_BIAS: +hasBias, DYN: +ctx.info.isSoftware };
+  const key = `dequant-gemv:${x.dtype}:${s.dtype}:${bias.dtype}:${Object.values(constants).join('')}`;
+  const k = cachedKernel(ctx, key, () => ({
+    name: 'dequant-gemv',
+    code: quantPrelude() + gemvWgsl,
+    bindings: [
+      { name: 'x', access: 'read', dtype: x.dtype },
+      { name: 'q', access: 'read', dtype: 'u32' },
+      { name: 's', access: 'read', dtype: s.dtype },
+      { name: 'bias', access: 'read', dtype: bias.dtype },
+      { name: 'y', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:M', 'u32:N', 'u32:K', 'u32:G', 'u32:nb', 'u32:wpr', 'u32:gx', 'u32:one'],
+    constants,
+  }));
+  const gy = Math.ceil(N / 65535);
+  const gx = Math.ceil(N / gy);
+  ctx.dispatch(k, [x.buffer, w.data.buffer, s.buffer, bias.buffer, y.buffer], [gx, gy, 1], [M, N, K, G, nb, wpr, gx, 1]);
+}
