@@ -24,3 +24,4 @@ export {
 export { randn, randu } from './random';
 export { attention, type AttentionOpts } from './ops/attention';
 export { rmsNorm, addRmsNorm, rope, swiglu, embedding, crossEntropy, type RmsNormOpts } from './ops/llm';
+export { quantLinear } from './ops/quant-linear';

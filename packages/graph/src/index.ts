@@ -14,3 +14,4 @@ export {
 export { KVCache } from './kv-cache';
 export { generate, generateStream, sampleToken, type GenerateOptions } from './generate';
 export { applyLora, mergeLora, unmergeLora, loraModules, LoraLinear, type LoraConfig } from './lora';
+export { QuantLinear, quantizeLinears, dequantizeLinears, quantizedLinears, type QuantizeLinearsOptions } from './quant-linear';

@@ -2,6 +2,7 @@ import { accumulate, cast as castKernel, ConfigError, matmul as mm, type DeviceT
 import { add, linear, noGrad, randu, releaseRef, scale, Tensor } from '@rusty/autograd';
 import { Linear } from './layers';
 import { Module } from './module';
+import { QuantLinear } from './quant-linear';
 
 /** LoRA settings (PEFT's names in comments). */
 export interface LoraConfig {
@@ -20,7 +21,8 @@ export interface LoraConfig {
   useRslora?: boolean;
 }
 
-/** A Linear with a low-rank update: y = x W^T + b + (alpha / r) * (x A^T) B^T. W and b are frozen. */
+/** A Linear with a low-rank update: y = x W^T + b + (alpha / r) * (x A^T) B^T. W and b are frozen; the base may be
+ *  a {@link QuantLinear} (QLoRA). */
 export class LoraLinear extends Module {
   readonly loraA: Tensor;
   readonly loraB: Tensor;
@@ -28,7 +30,7 @@ export class LoraLinear extends Module {
   merged = false;
 
   constructor(
-    readonly base: Linear,
+    public base: Linear | QuantLinear,
     readonly r: number,
     readonly alpha: number,
     seed = 0,
@@ -56,9 +58,21 @@ export class LoraLinear extends Module {
     return add(y, scale(linear(linear(x, this.loraA), this.loraB), this.scaling));
   }
 
+  /** Swap the wrapped layer for one of the same shape (a quantized base for its dequantized Linear before a merge). */
+  replaceBase(base: Linear | QuantLinear): void {
+    if (base.inFeatures !== this.base.inFeatures || base.outFeatures !== this.base.outFeatures)
+      throw new ConfigError(`LoRA: a base of [${base.outFeatures}, ${base.inFeatures}] cannot replace [${this.base.outFeatures}, ${this.base.inFeatures}]`);
+    this.base = base;
+    base.weight.requiresGrad = false;
+    this.registerParameter('weight', base.weight);
+    if (base.bias) this.registerParameter('bias', base.bias);
+  }
+
   /** W += scaling * B A (or -= to unmerge), in W's storage dtype. */
   setMerged(on: boolean): void {
     if (on === this.merged) return;
+    if (this.base instanceof QuantLinear)
+      throw new ConfigError(`LoRA merge: the base weight is quantized (${this.base.spec.format}); dequantize it first (dequantizeLinears)`);
     const ctx = this.ctx;
     noGrad(() => {
       const delta = mm(ctx, this.loraB.data, this.loraA.data);
@@ -97,7 +111,7 @@ export function applyLora(model: Module, cfg: LoraConfig): Map<string, LoraLinea
   for (const [name, m] of [...model.namedModules()]) {
     for (const [childName, child] of [...m.namedChildren()]) {
       const full = name ? `${name}.${childName}` : childName;
-      if (!(child instanceof Linear) || !matches(full)) continue;
+      if (!(child instanceof Linear || child instanceof QuantLinear) || !matches(full)) continue;
       const l = new LoraLinear(child, cfg.r, cfg.alpha, (cfg.seed ?? 0) * 100003 + i++, cfg.useRslora);
       m.registerModule(childName, l);
       wrapped.set(full, l);

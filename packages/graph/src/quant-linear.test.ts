@@ -1,0 +1,119 @@
+// QuantLinear against a dense Linear holding the same (dequantized) weight: forward, input gradient, no weight
+// gradient; LoRA on a quantized base trains the same adapter gradients as on the dequantized dense base; merging
+// goes through dequantizeLinears.
+import { cast, createContext, download, quantSpec, type Context } from '@rusty/backend';
+import { noGrad, randn, sum, Tensor } from '@rusty/autograd';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Linear } from './layers';
+import { applyLora, loraModules, mergeLora } from './lora';
+import { Module } from './module';
+import { dequantizeLinears, QuantLinear, quantizedLinears, quantizeLinears } from './quant-linear';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+function rel(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < b.length; i++) {
+    if (!Number.isFinite(a[i]!)) return Infinity;
+    num = Math.max(num, Math.abs(a[i]! - b[i]!));
+    den = Math.max(den, Math.abs(b[i]!));
+  }
+  return num / den;
+}
+
+/** Two projections and an LM head, like a decoder layer's shape in miniature. */
+class Tiny extends Module {
+  constructor(ctx: Context, bias = false) {
+    super(ctx);
+    this.registerModule('up_proj', new Linear(ctx, 40, 72, { seed: 1, std: 0.1, bias }));
+    this.registerModule('down_proj', new Linear(ctx, 72, 40, { seed: 2, std: 0.1 }));
+    this.registerModule('lm_head', new Linear(ctx, 40, 24, { seed: 3, std: 0.1 }));
+  }
+  forward(x: Tensor): Tensor {
+    const h = (this.child('up_proj') as Linear).forward(x);
+    const y = (this.child('down_proj') as Linear).forward(h);
+    return (this.child('lm_head') as Linear).forward(y);
+  }
+}
+
+const X = (seed: number, rows = 5) => Tensor.fromArray(ctx, randn(rows * 40, seed), [rows, 40], { requiresGrad: true });
+
+describe('QuantLinear', () => {
+  for (const spec of [quantSpec('int8', 0), quantSpec('int4', 32), quantSpec('nf4', 64, true)])
+    it(`${spec.format}: forward and input gradient equal a dense Linear of the dequantized weight; W gets no gradient`, async () => {
+      const dense = new Linear(ctx, 40, 72, { seed: 4, std: 0.1, bias: true });
+      dense.bias!.assign(Tensor.fromArray(ctx, randn(72, 5), [72]).keep().data);
+      const q = QuantLinear.fromLinear(dense, spec);
+      const ref = q.toLinear('f32');
+      for (const rows of [3, 33]) {
+        const x1 = X(rows);
+        const x2 = X(rows);
+        const y1 = q.forward(x1);
+        const y2 = ref.forward(x2);
+        expect(rel(await y1.toArray(), await y2.toArray())).toBeLessThan(1e-5);
+        sum(y1).backward();
+        sum(y2).backward();
+        expect(rel(await x1.grad!.toArray(), await x2.grad!.toArray())).toBeLessThan(1e-5);
+      }
+      expect(q.weight.grad).toBeFalsy();
+      expect(q.weight.requiresGrad).toBe(false);
+      // the dequantized weight is close to the original (4-bit: a coarse grid)
+      const w0 = await dense.weight.toArray();
+      expect(rel(await download(ctx, q.dequantizedWeight('f32')), w0)).toBeLessThan(spec.format === 'int8' ? 1e-2 : 0.15);
+      q.dispose();
+      ref.dispose();
+    });
+
+  it('quantizeLinears leaves the LM head; LoRA on the quantized base has the gradients of LoRA on the dense dequantized base', async () => {
+    const qm = new Tiny(ctx, true);
+    const names = quantizeLinears(qm, quantSpec('nf4', 64));
+    expect(names).toEqual(['up_proj', 'down_proj']);
+    expect(qm.child('lm_head')).toBeInstanceOf(Linear);
+    // a dense twin with the dequantized weights
+    const dm = new Tiny(ctx, true);
+    noGrad(() => {
+      for (const n of names) {
+        const d = (qm.child(n) as QuantLinear).toLinear('f32');
+        dm.registerModule(n, d);
+      }
+      for (const n of ['weight', 'bias'] as const) {
+        const l = dm.child('lm_head') as Linear;
+        const src = (qm.child('lm_head') as Linear)[n];
+        if (src) l[n]!.assign(cast(ctx, src.data, src.dtype));
+      }
+    });
+    const cfg = { r: 4, alpha: 8, targetModules: ['up_proj', 'down_proj'], seed: 7 };
+    const lq = applyLora(qm, cfg);
+    const ld = applyLora(dm, cfg);
+    for (const [n, l] of lq) {
+      l.loraB.assign(Tensor.fromArray(ctx, randn(l.loraB.size, 3, 0.1), l.loraB.shape).keep().data);
+      ld.get(n)!.loraB.assign(Tensor.fromArray(ctx, randn(l.loraB.size, 3, 0.1), l.loraB.shape).keep().data);
+    }
+    expect(qm.trainableParameters().map(([n]) => n).sort()).toEqual(dm.trainableParameters().map(([n]) => n).sort());
+    const yq = qm.forward(X(9, 20));
+    const yd = dm.forward(X(9, 20));
+    expect(rel(await yq.toArray(), await yd.toArray())).toBeLessThan(1e-5);
+    sum(yq).backward();
+    sum(yd).backward();
+    for (const [n, l] of lq) {
+      const d = ld.get(n)!;
+      expect(rel(await l.loraA.grad!.toArray(), await d.loraA.grad!.toArray()), n).toBeLessThan(1e-4);
+      expect(rel(await l.loraB.grad!.toArray(), await d.loraB.grad!.toArray()), n).toBeLessThan(1e-4);
+    }
+    // merging needs a dense base: refused on the quantized one, fine after dequantizeLinears
+    expect(() => mergeLora(qm)).toThrow(/quantized/);
+    const adapted = await noGrad(() => qm.forward(X(10, 4))).toArray();
+    expect(dequantizeLinears(qm)).toEqual(['up_proj', 'down_proj']);
+    expect(quantizedLinears(qm).size).toBe(0);
+    for (const l of loraModules(qm).values()) expect(l.base).toBeInstanceOf(Linear);
+    mergeLora(qm);
+    expect(rel(await noGrad(() => qm.forward(X(10, 4))).toArray(), adapted)).toBeLessThan(1e-5);
+    qm.dispose();
+    dm.dispose();
+  });
+});

@@ -1,0 +1,181 @@
+import {
+  cast,
+  describeQuant,
+  dequantize,
+  quantBytes,
+  quantize,
+  ShapeError,
+  type Context,
+  type DeviceTensor,
+  type DType,
+  type QuantSpec,
+  type QuantTensor,
+} from '@rusty/backend';
+import { noGrad, quantLinear, releaseRef, Tensor } from '@rusty/autograd';
+import { Linear } from './layers';
+import { Module } from './module';
+
+/**
+ * A Linear whose weight `[out, in]` is stored quantized (int8 / int4 / NF4, see `@rusty/backend`'s quantized
+ * formats) and frozen: `y = x W^T + b` through the fused dequantizing kernels, gradients to x only. It is a valid
+ * LoRA base (`applyLora` wraps it; LoRA's A and B train on top in f32: QLoRA).
+ *
+ * Parameters: `weight` is the packed codes (u32 `[out, wpr]`, never trained) so that the module tree keeps HF's
+ * names; the scales live beside it in {@link QuantLinear.quant} (not parameters: mixed-precision casts and
+ * optimizers leave them alone). `sourceDtype` is the dtype the weight had before quantization (what
+ * {@link QuantLinear.toLinear} restores).
+ */
+export class QuantLinear extends Module {
+  readonly weight: Tensor;
+  readonly bias: Tensor | null;
+  private state: Omit<QuantTensor, 'data'>;
+
+  constructor(
+    ctx: Context,
+    q: QuantTensor,
+    bias: Tensor | null,
+    readonly sourceDtype: DType,
+  ) {
+    super(ctx);
+    const { data, ...rest } = q;
+    this.state = rest;
+    this.weight = this.registerParameter('weight', new Tensor(ctx, data, false));
+    this.bias = bias ? this.registerParameter('bias', bias) : null;
+    if (this.bias) this.bias.requiresGrad = false;
+  }
+
+  get inFeatures(): number {
+    return this.state.layout.K;
+  }
+
+  get outFeatures(): number {
+    return this.state.layout.N;
+  }
+
+  get spec(): QuantSpec {
+    return this.state.spec;
+  }
+
+  /** The quantized weight as the backend kernels take it (codes from `weight`, scales beside them). */
+  get quant(): QuantTensor {
+    return { ...this.state, data: this.weight.data };
+  }
+
+  /** GPU bytes of the quantized weight (codes, scales and double-quantization state; bias not included). */
+  get weightBytes(): number {
+    return quantBytes(this.state.spec, this.outFeatures, this.inFeatures);
+  }
+
+  forward(x: Tensor): Tensor {
+    return quantLinear(x, this.quant, this.bias);
+  }
+
+  /** Quantize a float weight [out, in] on the GPU (the caller keeps, and releases, `w`). */
+  static fromWeight(ctx: Context, w: DeviceTensor, spec: QuantSpec, bias: Tensor | null = null): QuantLinear {
+    if (w.shape.length !== 2) throw new ShapeError(`QuantLinear: weight [${w.shape.join(', ')}] must be [out, in]`);
+    return new QuantLinear(ctx, quantize(ctx, w, spec), bias, w.dtype);
+  }
+
+  /** Quantize a Linear's weight (its bias is shared, its weight left to the caller). */
+  static fromLinear(l: Linear, spec: QuantSpec): QuantLinear {
+    return QuantLinear.fromWeight(l.ctx, l.weight.data, spec, l.bias);
+  }
+
+  /** The dequantized weight [out, in] in `dtype` (default: the dtype it was quantized from). */
+  dequantizedWeight(dtype: DType = this.sourceDtype): DeviceTensor {
+    if (dtype === 'f32' || dtype === 'f16') return dequantize(this.ctx, this.quant, dtype);
+    const w32 = dequantize(this.ctx, this.quant, 'f32');
+    const out = cast(this.ctx, w32, dtype);
+    this.ctx.release(w32.buffer);
+    return out;
+  }
+
+  /** A dense Linear with the dequantized weight in `dtype` (default `sourceDtype`) and this layer's bias. */
+  toLinear(dtype: DType = this.sourceDtype): Linear {
+    const l = new Linear(this.ctx, this.inFeatures, this.outFeatures, { empty: true, dtype, bias: !!this.bias, requiresGrad: false });
+    noGrad(() => {
+      l.weight.assign(this.dequantizedWeight(dtype));
+      if (this.bias && l.bias) l.bias.assign(cast(this.ctx, this.bias.data, this.bias.dtype));
+    });
+    return l;
+  }
+
+  override dispose(): void {
+    super.dispose();
+    for (const t of [this.state.scales, this.state.absmax2, this.state.offset]) if (t) releaseRef(this.ctx, t.buffer);
+  }
+
+  override toString(): string {
+    return `QuantLinear(${describeQuant(this.quant)})`;
+  }
+}
+
+/** Options of {@link quantizeLinears}. */
+export interface QuantizeLinearsOptions {
+  /** Leave the Linears whose dotted name this returns true for (default: names ending in `lm_head`). */
+  skip?: (name: string) => boolean;
+}
+
+const defaultSkip = (name: string) => name === 'lm_head' || name.endsWith('.lm_head');
+
+/**
+ * Replace every Linear of `model` (except the LM head, unless `skip` says otherwise) by a {@link QuantLinear} in
+ * `spec`, quantized on the GPU one layer at a time; each dense weight is released once its layer is quantized.
+ * Returns the replaced modules' names.
+ */
+export function quantizeLinears(model: Module, spec: QuantSpec, opts: QuantizeLinearsOptions = {}): string[] {
+  const skip = opts.skip ?? defaultSkip;
+  const names: string[] = [];
+  noGrad(() => {
+    for (const [name, m] of [...model.namedModules()])
+      for (const [childName, child] of [...m.namedChildren()]) {
+        const full = name ? `${name}.${childName}` : childName;
+        if (!(child instanceof Linear) || skip(full)) continue;
+        const q = QuantLinear.fromLinear(child, spec);
+        m.registerModule(childName, q);
+        child.weight.dispose();
+        names.push(full);
+      }
+  });
+  return names;
+}
+
+/** A LoRA wrapper (or anything else) that can swap the layer it wraps. */
+interface Rebaseable {
+  base: unknown;
+  replaceBase(base: Linear): void;
+}
+
+const isRebaseable = (m: unknown): m is Rebaseable => typeof (m as Rebaseable).replaceBase === 'function';
+
+/**
+ * Replace every {@link QuantLinear} of `model` (also those wrapped by LoRA) by a dense Linear with the
+ * dequantized weight in the dtype it was quantized from (or `dtype`): what merging an adapter into a quantized
+ * base needs. Returns the replaced modules' names.
+ */
+export function dequantizeLinears(model: Module, dtype?: DType): string[] {
+  const names: string[] = [];
+  for (const [name, m] of [...model.namedModules()]) {
+    if (isRebaseable(m) && m.base instanceof QuantLinear) {
+      const q = m.base;
+      m.replaceBase(q.toLinear(dtype));
+      q.dispose();
+      names.push(name);
+      continue;
+    }
+    for (const [childName, child] of [...m.namedChildren()]) {
+      if (!(child instanceof QuantLinear)) continue;
+      m.registerModule(childName, child.toLinear(dtype));
+      child.dispose();
+      names.push(name ? `${name}.${childName}` : childName);
+    }
+  }
+  return names;
+}
+
+/** The quantized layers of a model, by name. */
+export function quantizedLinears(model: Module): Map<string, QuantLinear> {
+  const out = new Map<string, QuantLinear>();
+  for (const [n, m] of model.namedModules()) if (m instanceof QuantLinear) out.set(n, m);
+  return out;
+}
