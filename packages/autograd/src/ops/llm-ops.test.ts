@@ -1,6 +1,6 @@
 import { createContext, ropeInvFreq, type Context } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addRmsNorm, attention, crossEntropy, embedding, gradcheck, mul, rmsNorm, rope, swiglu, Tensor } from '../index';
+import { addRmsNorm, attention, crossEntropy, embedding, geluTanhGate, gradcheck, mul, rmsNorm, rope, swiglu, Tensor } from '../index';
 
 let ctx: Context;
 beforeAll(async () => {
@@ -32,10 +32,11 @@ describe('LLM ops pass gradcheck through autograd', () => {
     }, [x, r, w]);
   });
 
-  it('rope, swiglu, embedding', async () => {
+  it('rope, swiglu, geluTanhGate, embedding', async () => {
     const inv = Tensor.fromArray(ctx, ropeInvFreq({ theta: 10000, headDim: 8 }), [4]);
     await check('rope', (a) => rope(a, inv, { positionOffset: 3 }), [rnd([2, 3, 2, 8], 4)]);
     await check('swiglu', swiglu, [rnd([4, 6], 5), rnd([4, 6], 6)]);
+    await check('geluTanhGate', geluTanhGate, [rnd([4, 6], 12, 2), rnd([4, 6], 13)]);
     const ids = Tensor.fromArray(ctx, [3, 0, 3, 5], [2, 2], { dtype: 'i32' });
     await check('embedding', (w) => embedding(ids, w), [rnd([7, 5], 7)]);
   });

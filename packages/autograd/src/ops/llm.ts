@@ -3,6 +3,8 @@ import {
   crossEntropy as crossEntropyKernel,
   embedding as embeddingKernel,
   embeddingBackward,
+  geluTanhGate as geluTanhGateKernel,
+  geluTanhGateBackward,
   scaleInPlace,
   ShapeError,
   swiglu as swigluKernel,
@@ -104,6 +106,19 @@ const swigluOp = defineOp({
 
 /** Fused SwiGLU: silu(gate) * up. */
 export const swiglu = (gate: Tensor, up: Tensor): Tensor => swigluOp([gate, up]);
+
+const geluTanhGateOp = defineOp({
+  name: 'gelu_tanh_gate',
+  forward: (ctx, [g, u]) => ({ outputs: geluTanhGateKernel(ctx, g!, u!), saved: [g!, u!] }),
+  backward: (ctx, [d], [g, u], [mg, mu]) => {
+    const { dgate, dup } = geluTanhGateBackward(ctx, d!, g!, u!);
+    return [keepIf(ctx, dgate, mg!.requiresGrad), keepIf(ctx, dup, mu!.requiresGrad)];
+  },
+});
+
+/** Fused GELU-tanh gating (Gemma's MLP, HF `gelu_pytorch_tanh`): gelu_tanh(gate) * up with
+ *  gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+export const geluTanhGate = (gate: Tensor, up: Tensor): Tensor => geluTanhGateOp([gate, up]);
 
 const embeddingOp = defineOp({
   name: 'embedding',

@@ -19,6 +19,8 @@ export {
   type RopeOptions,
 } from './llm/rope';
 export { swiglu, swigluFused, swigluBackward, swigluFusedBackward, type SwigluOptions } from './llm/swiglu';
+export { geluTanhGate, geluTanhGateFused, geluTanhGateBackward, geluTanhGateFusedBackward } from './llm/gelu-gate';
+export { type GatedOptions } from './llm/gated';
 export { softmax, softmaxBackward } from './llm/softmax';
 export { embedding, embeddingBackward } from './llm/embedding';
 export { crossEntropy, crossEntropyCount, type CrossEntropyOptions, type CrossEntropyResult } from './llm/cross-entropy';

@@ -10,10 +10,13 @@ import { absErr, relErr, rng } from '../../testing';
 import { llmTuning, rowChunks } from './common';
 import { crossEntropy } from './cross-entropy';
 import { embedding, embeddingBackward } from './embedding';
+import { geluTanhGate, geluTanhGateBackward, geluTanhGateFused, geluTanhGateFusedBackward } from './gelu-gate';
 import {
   refCrossEntropy,
   refCrossEntropyGrad,
   refEmbedding,
+  refGeluTanhGate,
+  refGeluTanhGateBackward,
   refRmsNorm,
   refRmsNormBackward,
   refRope,
@@ -246,6 +249,34 @@ describe('swiglu in chunks', () => {
       expect(relErr(got.u, rb.du)).toBeLessThan(1e-5);
       release(ctx, gu.t, dy.t, out, dgu);
     }
+  });
+});
+
+describe('geluTanhGate in chunks (the gated kernel of swiglu with another activation)', () => {
+  it('split [3, 40, 96] bf16 and fused [50, 2*67] bf16', async () => {
+    const shape = [3, 40, 96];
+    const g = randTensor(ctx, shape, 'bf16', 31, 3);
+    const u = randTensor(ctx, shape, 'bf16', 32);
+    const dy = randTensor(ctx, shape, 'f32', 33);
+    expect(bytes(g.t)).toBeGreaterThan(CAP);
+    const out = geluTanhGate(ctx, g.t, u.t, { out: poisoned(ctx, shape) });
+    const b = geluTanhGateBackward(ctx, dy.t, g.t, u.t, { dgateOut: poisoned(ctx, shape), dupOut: poisoned(ctx, shape) });
+    const rb = refGeluTanhGateBackward(dy.data, g.data, u.data);
+    expect(relErr(await get(ctx, out), refGeluTanhGate(g.data, u.data))).toBeLessThan(1e-5);
+    expect(relErr(await get(ctx, b.dgate), rb.dg)).toBeLessThan(1e-5);
+    expect(relErr(await get(ctx, b.dup), rb.du)).toBeLessThan(1e-5);
+    const [rows, inner] = [50, 67];
+    const gu = randTensor(ctx, [rows, 2 * inner], 'bf16', 34, 3);
+    const dy2 = randTensor(ctx, [rows, inner], 'f32', 35);
+    const out2 = geluTanhGateFused(ctx, gu.t, { out: poisoned(ctx, [rows, inner]) });
+    const dgu = geluTanhGateFusedBackward(ctx, dy2.t, gu.t, { out: poisoned(ctx, [rows, 2 * inner]) });
+    const h = swigluHalves(gu.data, rows, inner);
+    const rb2 = refGeluTanhGateBackward(dy2.data, h.g, h.u);
+    expect(relErr(await get(ctx, out2), refGeluTanhGate(h.g, h.u))).toBeLessThan(1e-5);
+    const got = swigluHalves(await get(ctx, dgu), rows, inner);
+    expect(relErr(got.g, rb2.dg)).toBeLessThan(1e-5);
+    expect(relErr(got.u, rb2.du)).toBeLessThan(1e-5);
+    release(ctx, g.t, u.t, dy.t, out, b.dgate, b.dup, gu.t, dy2.t, out2, dgu);
   });
 });
 

@@ -83,6 +83,22 @@ export function refSwigluBackward(dy: Float64Array, g: Float64Array, u: Float64A
   return { dg, du };
 }
 
+const GELU_C = Math.sqrt(2 / Math.PI);
+
+/** gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's formula, and its derivative. */
+export function refGeluTanh(x: number): { y: number; d: number } {
+  const t = Math.tanh(GELU_C * (x + 0.044715 * x ** 3));
+  return { y: 0.5 * x * (1 + t), d: 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x) };
+}
+
+export const refGeluTanhGate = (g: Float64Array, u: Float64Array) => g.map((v, i) => refGeluTanh(v).y * u[i]!);
+
+export function refGeluTanhGateBackward(dy: Float64Array, g: Float64Array, u: Float64Array) {
+  const dg = g.map((v, i) => dy[i]! * u[i]! * refGeluTanh(v).d);
+  const du = g.map((v, i) => dy[i]! * refGeluTanh(v).y);
+  return { dg, du };
+}
+
 /** Split [rows, 2I] into gate / up halves. */
 export function swigluHalves(gu: Float64Array, rows: number, inner: number) {
   const g = new Float64Array(rows * inner);

@@ -1,89 +1,9 @@
-import swigluWgsl from '../../../../../shaders/swiglu.wgsl';
-import swigluBwdWgsl from '../../../../../shaders/swiglu-backward.wgsl';
 import type { Context } from '../../context';
-import type { DType } from '../../dtype';
-import { ShapeError } from '../../errors';
-import { empty, numel, type DeviceTensor } from '../../tensor';
-import { bindUnits, checkFloat, checkOut, elemBytes, fmt, grid, llmKernel, rowChunks, sameShape, vecFor, vecPrelude } from './common';
-
-const WG = 256;
-const UPT = 4;
+import type { DeviceTensor } from '../../tensor';
+import { gatedBackward, gatedBackwardOuts, gatedForward, gatedFusedBackwardOut, type GatedOptions } from './gated';
 
 /** Output options of the SwiGLU ops. */
-export interface SwigluOptions {
-  /** f32 output tensor to write instead of allocating one. */
-  out?: DeviceTensor;
-}
-
-interface Layout {
-  fused: boolean;
-  /** Logical [..., I] shape of gate, up and out. */
-  shape: number[];
-  inner: number;
-}
-
-function layoutOf(op: string, gate: DeviceTensor, up: DeviceTensor | null): Layout {
-  checkFloat(gate, `${op}: ${up ? 'gate' : 'gateUp'}`);
-  if (gate.shape.length < 1) throw new ShapeError(`${op}: expected at least one dimension, got ${fmt(gate.shape)}`);
-  const last = gate.shape[gate.shape.length - 1]!;
-  if (up) {
-    checkFloat(up, `${op}: up`);
-    if (!sameShape(gate.shape, up.shape)) throw new ShapeError(`${op}: gate ${fmt(gate.shape)} and up ${fmt(up.shape)} differ`);
-    return { fused: false, shape: [...gate.shape], inner: last };
-  }
-  if (last % 2) throw new ShapeError(`${op}: gateUp ${fmt(gate.shape)} must have an even last dimension (gate and up halves)`);
-  return { fused: true, shape: [...gate.shape.slice(0, -1), last / 2], inner: last / 2 };
-}
-
-/** WGSL loaders ld_gate/ld_up over the logical [n] index for either layout. */
-function gateUpCode(fused: boolean): string {
-  return fused
-    ? 'fn gidx(e: u32) -> u32 { return e + (e / p.I) * p.I; }\n' +
-        'fn ld_gate(e: u32) -> V { return ld_gu(gidx(e)); }\n' +
-        'fn ld_up(e: u32) -> V { return ld_gu(gidx(e) + p.I); }\n'
-    : 'fn ld_gate(e: u32) -> V { return ld_g(e); }\nfn ld_up(e: u32) -> V { return ld_u(e); }\n';
-}
-
-function forward(ctx: Context, op: string, gate: DeviceTensor, up: DeviceTensor | null, opts: SwigluOptions): DeviceTensor {
-  const L = layoutOf(op, gate, up);
-  const out = opts.out ?? empty(ctx, L.shape);
-  if (opts.out) checkOut(opts.out, L.shape, `${op}: out`);
-  const n = numel(L.shape);
-  if (n === 0) return out;
-  const I = L.inner;
-  const gRow = (L.fused ? 2 * I : I) * elemBytes(gate);
-  const plan = rowChunks(ctx, op, n / I, [
-    [gate, gRow, up ? 'gate' : 'gateUp'],
-    ...(up ? [[up, I * elemBytes(up), 'up'] as const] : []),
-    [out, I * 4, 'out'],
-  ]);
-  const dts: DType[] = up ? [gate.dtype, up.dtype] : [gate.dtype];
-  const vec = vecFor(L.inner, dts);
-  const key = `swiglu:${L.fused ? 'fused' : 'split'}:v${vec}:${dts.join('')}`;
-  const k = llmKernel(ctx, key, () => ({
-    code:
-      vecPrelude({ WG, UPT }, vec, up ? [['g', gate.dtype], ['u', up.dtype]] : [['gu', gate.dtype]], ['out']) +
-      gateUpCode(L.fused) +
-      swigluWgsl,
-    bindings: [
-      ...(up
-        ? [
-            { name: 'g', access: 'read' as const, dtype: gate.dtype },
-            { name: 'u', access: 'read' as const, dtype: up.dtype },
-          ]
-        : [{ name: 'gu', access: 'read' as const, dtype: gate.dtype }]),
-      { name: 'out', access: 'rw', dtype: 'f32' },
-    ],
-    params: ['u32:units', 'u32:I'],
-  }));
-  for (const [r0, r1] of plan.ranges) {
-    const b = (t: DeviceTensor, ub: number) => bindUnits(plan, t, ub, r0, r1);
-    const units = ((r1 - r0) * I) / vec;
-    const bufs = up ? [b(gate, gRow), b(up, I * elemBytes(up)), b(out, I * 4)] : [b(gate, gRow), b(out, I * 4)];
-    ctx.dispatch(k, bufs, grid(Math.ceil(units / (WG * UPT))), [units, I]);
-  }
-  return out;
-}
+export type SwigluOptions = GatedOptions;
 
 /**
  * SwiGLU in one pass: `out = silu(gate) * up` (silu(g) = g * sigmoid(g)), elementwise over [..., I]; inputs
@@ -91,70 +11,13 @@ function forward(ctx: Context, op: string, gate: DeviceTensor, up: DeviceTensor 
  * ops).
  */
 export function swiglu(ctx: Context, gate: DeviceTensor, up: DeviceTensor, opts: SwigluOptions = {}): DeviceTensor {
-  return forward(ctx, 'swiglu', gate, up, opts);
+  return gatedForward(ctx, 'silu', 'swiglu', gate, up, opts);
 }
 
 /** SwiGLU of a fused projection `gateUp` [..., 2I] (gate in the first half of the last dim, up in the
  *  second): returns f32 [..., I]. */
 export function swigluFused(ctx: Context, gateUp: DeviceTensor, opts: SwigluOptions = {}): DeviceTensor {
-  return forward(ctx, 'swigluFused', gateUp, null, opts);
-}
-
-function backward(
-  ctx: Context,
-  op: string,
-  dout: DeviceTensor,
-  gate: DeviceTensor,
-  up: DeviceTensor | null,
-  outs: DeviceTensor[],
-): void {
-  const L = layoutOf(op, gate, up);
-  checkFloat(dout, `${op}: dout`);
-  if (!sameShape(dout.shape, L.shape)) throw new ShapeError(`${op}: dout ${fmt(dout.shape)} must be ${fmt(L.shape)}`);
-  const n = numel(L.shape);
-  if (n === 0) return;
-  const I = L.inner;
-  const gRow = (L.fused ? 2 * I : I) * elemBytes(gate);
-  const oRow = (L.fused ? 2 * I : I) * 4;
-  const plan = rowChunks(ctx, op, n / I, [
-    [dout, I * elemBytes(dout), 'dout'],
-    [gate, gRow, up ? 'gate' : 'gateUp'],
-    ...(up ? [[up, I * elemBytes(up), 'up'] as const] : []),
-    ...outs.map((o, i) => [o, oRow, up ? (i ? 'dup' : 'dgate') : 'dgateUp'] as const),
-  ]);
-  const dts: DType[] = up ? [dout.dtype, gate.dtype, up.dtype] : [dout.dtype, gate.dtype];
-  const vec = vecFor(L.inner, dts);
-  const key = `swiglu_bwd:${L.fused ? 'fused' : 'split'}:v${vec}:${dts.join('')}`;
-  const k = llmKernel(ctx, key, () => {
-    const reads: [string, DType][] = up ? [['dout', dout.dtype], ['g', gate.dtype], ['u', up.dtype]] : [['dout', dout.dtype], ['gu', gate.dtype]];
-    const stores = up
-      ? 'fn st_dgate(e: u32, v: V) { st_dg(e, v); }\nfn st_dup(e: u32, v: V) { st_du(e, v); }\n'
-      : 'fn st_dgate(e: u32, v: V) { st_dgu(gidx(e), v); }\nfn st_dup(e: u32, v: V) { st_dgu(gidx(e) + p.I, v); }\n';
-    return {
-      code: vecPrelude({ WG, UPT }, vec, reads, up ? ['dg', 'du'] : ['dgu']) + gateUpCode(L.fused) + stores + swigluBwdWgsl,
-      bindings: [
-        { name: 'dout', access: 'read', dtype: dout.dtype },
-        ...(up
-          ? [
-              { name: 'g', access: 'read' as const, dtype: gate.dtype },
-              { name: 'u', access: 'read' as const, dtype: up.dtype },
-              { name: 'dg', access: 'rw' as const, dtype: 'f32' as const },
-              { name: 'du', access: 'rw' as const, dtype: 'f32' as const },
-            ]
-          : [
-              { name: 'gu', access: 'read' as const, dtype: gate.dtype },
-              { name: 'dgu', access: 'rw' as const, dtype: 'f32' as const },
-            ]),
-      ],
-      params: ['u32:units', 'u32:I'],
-    };
-  });
-  for (const [r0, r1] of plan.ranges) {
-    const b = (t: DeviceTensor, ub: number) => bindUnits(plan, t, ub, r0, r1);
-    const units = ((r1 - r0) * I) / vec;
-    const bufs = [b(dout, I * elemBytes(dout)), b(gate, gRow), ...(up ? [b(up, I * elemBytes(up))] : []), ...outs.map((o) => b(o, oRow))];
-    ctx.dispatch(k, bufs, grid(Math.ceil(units / (WG * UPT))), [units, I]);
-  }
+  return gatedForward(ctx, 'silu', 'swigluFused', gateUp, null, opts);
 }
 
 /**
@@ -168,20 +31,14 @@ export function swigluBackward(
   up: DeviceTensor,
   opts: { dgateOut?: DeviceTensor; dupOut?: DeviceTensor } = {},
 ): { dgate: DeviceTensor; dup: DeviceTensor } {
-  layoutOf('swigluBackward', gate, up);
-  const dgate = opts.dgateOut ?? empty(ctx, gate.shape);
-  if (opts.dgateOut) checkOut(opts.dgateOut, gate.shape, 'swigluBackward: dgateOut');
-  const dup = opts.dupOut ?? empty(ctx, gate.shape);
-  if (opts.dupOut) checkOut(opts.dupOut, gate.shape, 'swigluBackward: dupOut');
-  backward(ctx, 'swigluBackward', dout, gate, up, [dgate, dup]);
+  const [dgate, dup] = gatedBackwardOuts(ctx, 'swigluBackward', gate, up, opts);
+  gatedBackward(ctx, 'silu', 'swigluBackward', dout, gate, up, [dgate, dup]);
   return { dgate, dup };
 }
 
 /** Backward of {@link swigluFused}: the gradient of `gateUp`, f32 [..., 2I] in the same halves layout. */
 export function swigluFusedBackward(ctx: Context, dout: DeviceTensor, gateUp: DeviceTensor, opts: SwigluOptions = {}): DeviceTensor {
-  layoutOf('swigluFusedBackward', gateUp, null);
-  const d = opts.out ?? empty(ctx, gateUp.shape);
-  if (opts.out) checkOut(opts.out, gateUp.shape, 'swigluFusedBackward: out');
-  backward(ctx, 'swigluFusedBackward', dout, gateUp, null, [d]);
+  const d = gatedFusedBackwardOut(ctx, 'swigluFusedBackward', gateUp, opts);
+  gatedBackward(ctx, 'silu', 'swigluFusedBackward', dout, gateUp, null, [d]);
   return d;
 }
