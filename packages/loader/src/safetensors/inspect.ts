@@ -1,4 +1,5 @@
 import { fmtBytes } from '@rusty/backend';
+import { describeQuantization } from '../model/quantize';
 import { openCheckpoint } from './checkpoint';
 import { shapeNumel, type SafetensorsDType } from './dtypes';
 
@@ -91,5 +92,7 @@ export function formatInspection(ins: Inspection): string {
     `${ins.totals.tensors} tensors in ${ins.files.length} file${ins.files.length === 1 ? '' : 's'}, ` +
       `${ins.totals.parameters.toLocaleString('en-US')} parameters (${dt}), ${fmtBytes(ins.totals.bytes)}`,
   );
+  const quant = describeQuantization(ins.metadata);
+  if (quant) out.push(quant);
   return out.join('\n');
 }
