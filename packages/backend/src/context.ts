@@ -50,10 +50,23 @@ export interface ContextInfo {
   /** True for CPU software adapters (lavapipe, SwiftShader, WARP). */
   isSoftware: boolean;
   features: { shaderF16: boolean; subgroups: boolean; timestampQuery: boolean; subgroupMatrix: boolean };
-  subgroupMatrixConfigs: unknown[];
+  /** The adapter's subgroup-matrix (tensor core) configurations, empty without the feature. */
+  subgroupMatrixConfigs: SubgroupMatrixConfig[];
+  /** The adapter's subgroup sizes (0 where it does not say). */
+  subgroupSizes: { min: number; max: number };
   /** Every limit of the device (the adapter's maxima were requested). */
   limits: Record<string, number>;
   speed: SpeedToggles;
+}
+
+/** One subgroup-matrix configuration: an [M, K] x [K, N] product of `componentType` elements accumulated in
+ *  `resultComponentType` (NVIDIA through Vulkan: f16 -> f32 at 16x16x16 and 16x8x16; Apple 8x8x8). */
+export interface SubgroupMatrixConfig {
+  M: number;
+  N: number;
+  K: number;
+  componentType: string;
+  resultComponentType: string;
 }
 
 /** A compiled kernel: pipeline and the layout signature that its bind groups share. */

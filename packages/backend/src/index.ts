@@ -9,6 +9,7 @@ export {
   type ContextInfo,
   type Kernel,
   type OptionalFeature,
+  type SubgroupMatrixConfig,
   type BufferSlice,
   type BufferBinding,
 } from './context';

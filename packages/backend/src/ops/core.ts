@@ -3,3 +3,4 @@ export * from './core/reduce';
 export * from './core/transpose';
 export * from './core/matmul';
 export { broadcastShapes } from './core/util';
+export * from './core/matmul-tc';

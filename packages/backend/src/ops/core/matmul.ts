@@ -6,6 +6,7 @@ import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import { formatOf } from '../../format';
 import { empty, numel, type DeviceTensor } from '../../tensor';
+import { contextTcPlan, matmulTc, type TcTile, type TensorCorePlan } from './matmul-tc';
 import { reduce } from './reduce';
 import { assertFloat, broadcastShapes, cachedKernel, checkBinding, checkOut, fmtShape } from './util';
 
@@ -71,6 +72,14 @@ export interface MatmulOptions {
   variant?: MatmulVariant | 'auto';
   /** Tuning: run this tile configuration instead of a numbered variant (see `checkTile` for the rules). */
   tile?: MatmulTile;
+  /**
+   * Tensor cores (subgroup matrices, f16 x f16 -> f32): by default used for f16 A and B where the adapter has
+   * them (`tensorCorePlan`) and no `variant` or `tile` is asked for. `false` keeps the portable kernels; `true`
+   * requires them (a ShapeError names what is missing).
+   */
+  tensorCores?: boolean;
+  /** Tuning: the tensor-core tile to run (see `tcTileProblem` for the rules). */
+  tcTile?: TcTile;
 }
 
 /**
@@ -141,6 +150,20 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
     batch = 1;
     sa = 0;
   }
+  const path = matmulPath(ctx, a.dtype, b.dtype, opts);
+  if (path.tc) {
+    const bias = opts.bias?.buffer ?? a.buffer;
+    matmulTc(
+      ctx,
+      path.tc,
+      {
+        M: Mk, N, K, batch, sa, sb, alpha: opts.alpha ?? 1, transA, transB,
+        biasDtype: opts.bias?.dtype ?? 'f16', hasBias: !!opts.bias, accumulate: !!opts.accumulate, tile: opts.tcTile,
+      },
+      [a.buffer, b.buffer, bias, c.buffer],
+    );
+    return c;
+  }
   let variant = opts.variant ?? 'auto';
   if (variant === 'auto') {
     const big = MATMUL_DEFAULT[`${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`];
@@ -195,6 +218,26 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
   }));
   grid(ctx, k, [a.buffer, b.buffer, bias, c.buffer], Math.ceil(N / tile.bn), Math.ceil(Mk / tile.bm), batch, params);
   return c;
+}
+
+/**
+ * Which kernel family a product runs on: tensor cores (`tc`: the plan) for f16 x f16 where the adapter has
+ * them, unless the caller picked a portable `variant` / `tile` or `tensorCores: false`; the portable kernels
+ * otherwise. `tensorCores: true` where they cannot run throws a ShapeError with the reason.
+ */
+export function matmulPath(ctx: Context, adt: DType, bdt: DType, opts: Pick<MatmulOptions, 'tensorCores' | 'variant' | 'tile'> = {}): { tc: TensorCorePlan | null; reason?: string } {
+  if (opts.tensorCores === false) return { tc: null, reason: 'tensorCores: false' };
+  const portable = (opts.variant !== undefined && opts.variant !== 'auto') || !!opts.tile;
+  let reason: string | undefined;
+  if (adt !== 'f16' || bdt !== 'f16') reason = `operands are ${adt} x ${bdt}, tensor cores take f16 x f16`;
+  else if (portable) reason = 'a portable variant or tile was asked for';
+  else {
+    const p = contextTcPlan(ctx);
+    if ('frag' in p) return { tc: p };
+    reason = p.reason;
+  }
+  if (opts.tensorCores) throw new ShapeError(`matmul: tensorCores: true, but ${reason}`);
+  return { tc: null, reason };
 }
 
 function grid(ctx: Context, k: ReturnType<typeof ctx.kernel>, bufs: GpuBuffer[], x: number, y: number, z: number, params: number[]): void {

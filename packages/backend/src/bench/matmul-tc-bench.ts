@@ -1,0 +1,233 @@
+/**
+ * Tensor-core matmul on the GPU machine (a program, not a test): first the correctness checks that
+ * `ops/core/matmul-tc.test.ts` runs under vitest (every layout, batches, odd sizes, epilogues, every tile,
+ * and the pipeline-creation regression), then TFLOP/s per tile and layout beside the portable f32 kernel,
+ * then LoRA's skinny products (tokens x hidden x r and its transposes). Prints ONE JSON object; exits 1 when a
+ * check fails. PyTorch's side of the same shapes: `python3 matmul_torch.py` (same folder).
+ *
+ *   bash .gpu/run.sh matmul-tc-bench [--no-check] [--no-bench] [--reps=N] [--tiles=t128x128,t64x64] [--no-direct]
+ *   bash .gpu/run.sh matmul-tc-bench --probe   # pipeline-creation diagnosis: each variant in its own process
+ */
+import { spawnSync } from 'node:child_process';
+import probeWgsl from '../../../../shaders/matmul-tc-probe.wgsl';
+import { createContext, type Context } from '../context';
+import { matmul, type MatmulOptions } from '../ops/core/matmul';
+import { contextTcPlan, TC_TILES, tcTileProblem, tcTuning, type TcTileName, type TensorCorePlan } from '../ops/core/matmul-tc';
+import { pipelineSequence, runTcCase, TC_TOL, tcCases, type TcResult } from '../ops/core/matmul-tc.cases';
+import { download, empty, poison, release, upload, type DeviceTensor } from '../tensor';
+import { randn, relErr, rng } from '../testing';
+
+const args = process.argv.slice(2);
+const flag = (name: string) => args.includes(`--${name}`);
+const opt = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
+const log = (s: string) => process.stderr.write(s + '\n');
+
+function randomData(n: number, seed: number): Float32Array {
+  const r = rng(seed);
+  const x = new Float32Array(n);
+  for (let i = 0; i < n; i++) x[i] = 2 * r() - 1;
+  return x;
+}
+
+/** GPU time (s) of one call of f: the sum over its kernels of the profiler's mean per call, and the wall time
+ *  between two syncs over `reps` calls. */
+async function timeOf(gpu: Context, f: () => void, reps: number): Promise<{ s: number; wall: number; kernels: string[] }> {
+  for (let i = 0; i < 2; i++) f();
+  await gpu.sync();
+  const t0 = performance.now();
+  for (let i = 0; i < reps; i++) f();
+  await gpu.sync();
+  const wall = (performance.now() - t0) / 1e3 / reps;
+  if (!gpu.profiler.enabled) return { s: wall, wall, kernels: [] };
+  gpu.profiler.reset();
+  for (let i = 0; i < reps; i++) f();
+  await gpu.sync();
+  const sum = await gpu.profiler.summary();
+  return { s: sum.reduce((a, e) => a + e.totalMs, 0) / reps / 1e3, wall, kernels: sum.map((e) => e.name) };
+}
+
+/** One probe variant, in this process: prints {ok, relErr | error}. */
+async function child(variant: string): Promise<void> {
+  const ctx = await createContext();
+  const plan = contextTcPlan(ctx);
+  if (!('frag' in plan)) throw new Error(`no tensor cores: ${plan.reason}`);
+  if (variant.startsWith('minimal')) {
+    const p = plan as TensorCorePlan;
+    const { M: SM, N: SN, K: SK } = p.frag;
+    const over = variant === 'minimal-override';
+    const code =
+      `const SM: u32 = ${SM}u;\nconst SN: u32 = ${SN}u;\nconst SK: u32 = ${SK}u;\nconst SG: u32 = ${p.subgroupSize}u;\n` +
+      `alias Lm = subgroup_matrix_left<f16, ${SK}, ${SM}>;\nalias Rm = subgroup_matrix_right<f16, ${SN}, ${SK}>;\n` +
+      `alias Acc = subgroup_matrix_result<f32, ${SN}, ${SM}>;\n` +
+      (over ? 'override PROBE: u32 = 1u;\n' : 'const PROBE: u32 = 0u;\n') +
+      probeWgsl;
+    const k = ctx.kernel({
+      name: `tc-probe-${variant}`,
+      code,
+      bindings: [
+        { name: 'a', access: 'read', dtype: 'f32' },
+        { name: 'b', access: 'read', dtype: 'f32' },
+        { name: 'c', access: 'rw', dtype: 'f32' },
+      ],
+      enables: ['f16', 'chromium_experimental_subgroup_matrix'],
+      ...(over ? { constants: { PROBE: 0 } } : {}),
+    });
+    const av = randn(SM * SK, 1).map((x) => Math.fround(x));
+    const bv = randn(SK * SN, 2);
+    const a = upload(ctx, av, [SM * SK]);
+    const b = upload(ctx, bv, [SK * SN]);
+    const c = empty(ctx, [SM * SN]);
+    poison(ctx, c);
+    ctx.dispatch(k, [a.buffer, b.buffer, c.buffer], 1);
+    const got = await download(ctx, c);
+    const { roundTo } = await import('../ops/core/core.ref');
+    const a16 = roundTo('f16', av);
+    const b16 = roundTo('f16', bv);
+    const want = new Float64Array(SM * SN);
+    for (let m = 0; m < SM; m++) for (let n = 0; n < SN; n++) for (let q = 0; q < SK; q++) want[m * SN + n]! += a16[m * SK + q]! * b16[q * SN + n]!;
+    console.log(JSON.stringify({ variant, ok: relErr(got, want) < TC_TOL, relErr: relErr(got, want) }));
+  } else {
+    if (variant === 'full-nodirect') tcTuning.direct = false;
+    const r1 = await runTcCase(ctx, { M: 128, N: 128, K: 128 });
+    const r2 = await runTcCase(ctx, { M: 65, N: 130, K: 33, transB: true });
+    console.log(JSON.stringify({ variant, ok: r1.relErr < TC_TOL && r2.relErr < TC_TOL, relErr: [r1.relErr, r2.relErr] }));
+  }
+  ctx.destroy();
+}
+
+/** Run each probe variant in a child process (a crash ends only that child) and report how each ended. */
+function probe(): Record<string, unknown>[] {
+  const rows: Record<string, unknown>[] = [];
+  for (const [variant, safe] of [
+    ['minimal', false],
+    ['minimal-override', false],
+    ['minimal-override', true],
+    ['full', false],
+    ['full', true],
+    ['full-nodirect', false],
+  ] as const) {
+    const r = spawnSync(process.execPath, [process.argv[1]!, `--child=${variant}`], {
+      env: { ...process.env, ...(safe ? { RUSTY_SAFE: '1' } : {}) },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    const row = { variant, safe, status: r.status, signal: r.signal, stdout: r.stdout.trim().slice(-400), stderr: r.stderr.trim().slice(-400) };
+    log(JSON.stringify(row));
+    rows.push(row);
+  }
+  return rows;
+}
+
+async function main() {
+  const c = opt('child');
+  if (c) return child(c);
+  if (flag('probe')) {
+    console.log(JSON.stringify({ probe: probe() }));
+    return;
+  }
+  if (flag('no-direct')) tcTuning.direct = false;
+  const ctx = await createContext();
+  const info = ctx.info;
+  const out: Record<string, unknown> = {
+    adapter: { vendor: info.vendor, architecture: info.architecture, device: info.device, description: info.description },
+    features: info.features,
+    subgroupSizes: info.subgroupSizes,
+    subgroupMatrixConfigs: info.subgroupMatrixConfigs,
+    limits: {
+      maxComputeWorkgroupStorageSize: info.limits.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: info.limits.maxComputeInvocationsPerWorkgroup,
+    },
+  };
+  const plan = contextTcPlan(ctx);
+  out.plan = plan;
+  let failed = false;
+  if (!flag('no-check')) {
+    const results: TcResult[] = [];
+    if ('frag' in plan) {
+      for (const c of tcCases(ctx)) {
+        let r: TcResult;
+        try {
+          r = await runTcCase(ctx, c);
+        } catch (e) {
+          r = { name: JSON.stringify(c), relErr: Infinity, kernel: (e as Error).message };
+        }
+        log(`check ${r.name}: ${r.relErr}`);
+        results.push(r);
+      }
+      log('pipeline sequence');
+      results.push(...(await pipelineSequence(ctx)));
+    }
+    const bad = results.filter((r) => !(r.relErr < TC_TOL));
+    failed = bad.length > 0 || !('frag' in plan);
+    out.check = { cases: results.length, tol: TC_TOL, maxRelErr: Math.max(0, ...results.map((r) => r.relErr)), failures: bad };
+  }
+  ctx.destroy();
+  if (!flag('no-bench') && 'frag' in plan) {
+    const gpu = await createContext({ profile: true });
+    const reps = Number(opt('reps') ?? 10);
+    const maxEl = 8192 * 5632;
+    const A32 = upload(gpu, randomData(maxEl, 1), [maxEl]);
+    const B32 = upload(gpu, randomData(maxEl, 2), [maxEl]);
+    const A16 = upload(gpu, randomData(maxEl, 1), [maxEl], 'f16');
+    const B16 = upload(gpu, randomData(maxEl, 2), [maxEl], 'f16');
+    const view = (t: DeviceTensor, shape: number[]): DeviceTensor => ({ buffer: t.buffer, dtype: t.dtype, shape });
+    const rows: Record<string, unknown>[] = [];
+    const run = async (label: string, M: number, N: number, K: number, layout: string, dtype: 'f16' | 'f32', o: MatmulOptions = {}) => {
+      const transA = layout[0] === 'T';
+      const transB = layout[1] === 'T';
+      const a = view(dtype === 'f16' ? A16 : A32, transA ? [K, M] : [M, K]);
+      const b = view(dtype === 'f16' ? B16 : B32, transB ? [N, K] : [K, N]);
+      const c = empty(gpu, [M, N]);
+      const row: Record<string, unknown> = { label, M, N, K, layout, dtype, ...(o.tcTile ? { tile: Object.entries(TC_TILES).find(([, t]) => t === o.tcTile)?.[0] } : {}) };
+      try {
+        const t = await timeOf(gpu, () => void matmul(gpu, a, b, { transA, transB, out: c, ...o }), reps);
+        Object.assign(row, { us: +(t.s * 1e6).toFixed(1), wallUs: +(t.wall * 1e6).toFixed(1), tflops: +((2 * M * N * K) / t.s / 1e12).toPrecision(4), kernels: t.kernels });
+      } catch (e) {
+        row.error = (e as Error).message;
+      }
+      release(gpu, c);
+      log(JSON.stringify(row));
+      rows.push(row);
+    };
+    const tiles = (opt('tiles')?.split(',') ?? Object.keys(TC_TILES)) as TcTileName[];
+    const big: [number, number, number][] = [
+      [4096, 4096, 4096],
+      [8192, 2048, 5632],
+      [8192, 5632, 2048],
+    ];
+    for (const [M, N, K] of big)
+      for (const layout of ['NN', 'NT', 'TN']) {
+        for (const tile of tiles)
+          if (!tcTileProblem(TC_TILES[tile], plan, gpu.info.limits, layout[0] === 'T', layout[1] === 'T'))
+            await run('tile', M, N, K, layout, 'f16', { tcTile: TC_TILES[tile] });
+        await run('auto', M, N, K, layout, 'f16');
+        if (M === 4096) await run('portable-f32', M, N, K, layout, 'f32');
+      }
+    // LoRA r=16 on a 2048-hidden projection, 4 x 512 tokens: forward x A^T, (xA^T) B^T; backward dY B, dY^T u, du^T x, du A
+    const T = 2048;
+    const H = 2048;
+    const r = 16;
+    const lora: [string, number, number, number, string][] = [
+      ['x A^T', T, r, H, 'NT'],
+      ['u B^T', T, H, r, 'NT'],
+      ['dY B', T, r, H, 'NN'],
+      ['dY^T u (dB)', H, r, T, 'TN'],
+      ['du^T x (dA)', r, H, T, 'TN'],
+      ['du A (dx)', T, H, r, 'NN'],
+    ];
+    for (const [label, M, N, K, layout] of lora) {
+      await run(`lora ${label}`, M, N, K, layout, 'f32');
+      await run(`lora ${label}`, M, N, K, layout, 'f16');
+    }
+    out.bench = rows;
+    release(gpu, A32, B32, A16, B16);
+    gpu.destroy();
+  }
+  console.log(JSON.stringify(out));
+  if (failed) process.exit(1);
+}
+
+main().catch((e) => {
+  console.log(JSON.stringify({ error: (e as Error).stack ?? String(e) }));
+  process.exit(1);
+});

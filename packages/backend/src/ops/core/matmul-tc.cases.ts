@@ -1,0 +1,140 @@
+/**
+ * The tensor-core matmul checks, shared by `matmul-tc.test.ts` (vitest, where the adapter has subgroup
+ * matrices) and the GPU-machine entry `src/bench/matmul-tc-check.ts` (no vitest there): every layout, batched
+ * and broadcast operands, sizes that are and are not tile multiples (odd ones included), the epilogues (alpha,
+ * bias, accumulate), every tile of `TC_TILES`, each against a float64 reference of the f16-rounded inputs, into
+ * NaN-poisoned outputs.
+ */
+import type { Context } from '../../context';
+import { download, empty, poison, release, upload } from '../../tensor';
+import { randn, relErr } from '../../testing';
+import { matmulRef, roundTo } from './core.ref';
+import { matmul } from './matmul';
+import { TC_TILES, tcTileProblem, contextTcPlan, type TcTile, type TcTileName } from './matmul-tc';
+
+export interface TcCase {
+  M: number;
+  N: number;
+  K: number;
+  transA?: boolean;
+  transB?: boolean;
+  batchA?: number;
+  batchB?: number;
+  alpha?: number;
+  bias?: boolean;
+  accumulate?: boolean;
+  tile?: TcTileName;
+}
+
+export interface TcResult {
+  name: string;
+  relErr: number;
+  kernel?: string;
+}
+
+/** Relative error (max |got - want| / max |want|) the tensor-core kernels must stay under. */
+export const TC_TOL = 1e-3;
+
+let seed = 7000;
+
+/** Run one product on the tensor-core path and compare it with float64. */
+export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
+  const { M, N, K } = c;
+  const nA = c.batchA ?? 1;
+  const nB = c.batchB ?? 1;
+  const batch = Math.max(nA, nB);
+  const av = roundTo('f16', randn(nA * M * K, seed++));
+  const bv = roundTo('f16', randn(nB * K * N, seed++));
+  const aShape = [...(c.batchA ? [nA] : []), ...(c.transA ? [K, M] : [M, K])];
+  const bShape = [...(c.batchB ? [nB] : []), ...(c.transB ? [N, K] : [K, N])];
+  const A = upload(ctx, av, aShape, 'f16');
+  const B = upload(ctx, bv, bShape, 'f16');
+  const biasV = c.bias ? roundTo('f32', randn(N, seed++)) : undefined;
+  const bias = biasV ? upload(ctx, biasV, [N]) : undefined;
+  const outShape = [...(c.batchA || c.batchB ? [batch] : []), M, N];
+  const out = empty(ctx, outShape);
+  let c0: Float64Array | undefined;
+  if (c.accumulate) {
+    c0 = roundTo('f32', randn(batch * M * N, seed++));
+    ctx.write(out.buffer, Float32Array.from(c0));
+  } else poison(ctx, out);
+  const tile: TcTile | undefined = c.tile ? TC_TILES[c.tile] : undefined;
+  matmul(ctx, A, B, { transA: c.transA, transB: c.transB, alpha: c.alpha, bias, accumulate: c.accumulate, out, tensorCores: true, tcTile: tile });
+  const got = await download(ctx, out);
+  const want = matmulRef(av, bv, {
+    M,
+    N,
+    K,
+    batch,
+    sa: nA === 1 ? 0 : M * K,
+    sb: nB === 1 ? 0 : K * N,
+    transA: c.transA,
+    transB: c.transB,
+    alpha: c.alpha,
+    bias: biasV,
+    c0,
+  });
+  release(ctx, A, B, out, ...(bias ? [bias] : []));
+  const layout = `${c.transA ? 'T' : 'N'}${c.transB ? 'T' : 'N'}`;
+  const extra = [
+    c.batchA || c.batchB ? `batch ${nA}/${nB}` : '',
+    c.alpha !== undefined ? `alpha ${c.alpha}` : '',
+    c.bias ? 'bias' : '',
+    c.accumulate ? 'accumulate' : '',
+    c.tile ?? '',
+  ].filter(Boolean);
+  return { name: `${layout} ${M}x${N}x${K}${extra.length ? ' ' + extra.join(' ') : ''}`, relErr: relErr(got, want) };
+}
+
+/** The correctness cases: layouts x tile-multiple / odd sizes, batches, epilogues, and every tile that fits
+ *  this context's device. */
+export function tcCases(ctx: Context): TcCase[] {
+  const plan = contextTcPlan(ctx);
+  const cases: TcCase[] = [];
+  const shapes: [number, number, number][] = [
+    [128, 128, 128],
+    [256, 192, 96],
+    [1, 1, 1],
+    [7, 9, 5],
+    [65, 130, 33],
+    [129, 67, 200],
+    [333, 257, 129],
+  ];
+  for (const [M, N, K] of shapes)
+    for (const [transA, transB] of [
+      [false, false],
+      [false, true],
+      [true, false],
+    ] as const)
+      cases.push({ M, N, K, transA, transB });
+  cases.push({ M: 64, N: 80, K: 48, batchA: 3, batchB: 3 });
+  cases.push({ M: 33, N: 17, K: 40, batchA: 4, transB: true });
+  cases.push({ M: 31, N: 40, K: 24, batchB: 2, transA: true });
+  cases.push({ M: 100, N: 72, K: 64, transB: true, bias: true });
+  cases.push({ M: 128, N: 128, K: 64, alpha: 0.25, accumulate: true });
+  cases.push({ M: 77, N: 50, K: 90, transA: true, accumulate: true, alpha: -1.5 });
+  for (const tile of Object.keys(TC_TILES) as TcTileName[]) {
+    const fits = (tA: boolean, tB: boolean) => 'frag' in plan && !tcTileProblem(TC_TILES[tile], plan, ctx.info.limits, tA, tB);
+    if (fits(false, true)) cases.push({ M: 256, N: 256, K: 256, transB: true, tile });
+    if (fits(true, false)) cases.push({ M: 131, N: 69, K: 72, transA: true, tile });
+    if (fits(false, false)) cases.push({ M: 200, N: 136, K: 40, tile });
+  }
+  return cases;
+}
+
+/**
+ * The pipeline-creation regression (DESIGN.md: creating a second subgroup-matrix pipeline after the first had
+ * run and its result had been mapped once aborted a process): build each tile's pipeline only after the
+ * previous one has run and its output has been read back (mapped), four times over, in one process.
+ */
+export async function pipelineSequence(ctx: Context): Promise<TcResult[]> {
+  const out: TcResult[] = [];
+  const plan = contextTcPlan(ctx);
+  if (!('frag' in plan)) return out;
+  for (const tile of Object.keys(TC_TILES) as TcTileName[]) {
+    if (tcTileProblem(TC_TILES[tile], plan, ctx.info.limits)) continue;
+    const r = await runTcCase(ctx, { M: 96, N: 112, K: 80, tile });
+    out.push({ ...r, name: `pipeline after run+map: ${r.name}` });
+  }
+  return out;
+}

@@ -1,0 +1,158 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import tcWgsl from '../../../../../shaders/matmul-tc.wgsl';
+import { createContext, type Context, type ContextInfo } from '../../context';
+import { kernelSource } from '../../kernel';
+import { ShapeError } from '../../errors';
+import { download, poison, release, upload } from '../../tensor';
+import { randn, relErr } from '../../testing';
+import { matmulRef, roundTo } from './core.ref';
+import { matmul, matmulPath } from './matmul';
+import { chooseTcTile, TC_TILES, tcPrelude, tcTileProblem, tensorCorePlan, type TensorCorePlan } from './matmul-tc';
+import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases';
+
+const ctx: Context = await createContext();
+afterAll(() => ctx.destroy());
+
+type PlanInfo = Pick<ContextInfo, 'features' | 'subgroupMatrixConfigs' | 'subgroupSizes'>;
+const f16f32 = (M: number, N: number, K: number) => ({ M, N, K, componentType: 'f16', resultComponentType: 'f32' });
+function fakeInfo(o: Partial<{ sm: boolean; f16: boolean; configs: PlanInfo['subgroupMatrixConfigs']; sizes: [number, number] }>): PlanInfo {
+  return {
+    features: { shaderF16: o.f16 ?? true, subgroups: true, timestampQuery: true, subgroupMatrix: o.sm ?? true },
+    subgroupMatrixConfigs: o.configs ?? [],
+    subgroupSizes: { min: o.sizes?.[0] ?? 32, max: o.sizes?.[1] ?? 32 },
+  };
+}
+const NVIDIA = [f16f32(16, 8, 16), f16f32(16, 16, 16), { ...f16f32(16, 16, 16), resultComponentType: 'f16' }, { M: 16, N: 16, K: 32, componentType: 'i8', resultComponentType: 'i32' }];
+const H200_LIMITS = { maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupStorageSize: 49152 };
+
+describe('tensor-core path selection (runs everywhere)', () => {
+  it('takes the fragment from the configurations the adapter reports', () => {
+    const nv = tensorCorePlan(fakeInfo({ configs: NVIDIA })) as TensorCorePlan;
+    expect(nv.frag).toMatchObject({ M: 16, N: 16, K: 16, resultComponentType: 'f32' });
+    expect(nv.subgroupSize).toBe(32);
+    const only168 = tensorCorePlan(fakeInfo({ configs: [f16f32(16, 8, 16)] })) as TensorCorePlan;
+    expect(only168.frag).toMatchObject({ M: 16, N: 8, K: 16 });
+    const apple = tensorCorePlan(fakeInfo({ configs: [f16f32(8, 8, 8)] })) as TensorCorePlan;
+    expect(apple.frag).toMatchObject({ M: 8, N: 8, K: 8 });
+  });
+
+  it('falls back with a reason: no feature, no shader-f16, no f16 -> f32 config, a varying subgroup size', () => {
+    expect(tensorCorePlan(fakeInfo({ sm: false, configs: NVIDIA }))).toEqual({ reason: expect.stringMatching(/subgroup-matrix/) });
+    expect(tensorCorePlan(fakeInfo({ f16: false, configs: NVIDIA }))).toEqual({ reason: expect.stringMatching(/shader-f16/) });
+    expect(tensorCorePlan(fakeInfo({ configs: [NVIDIA[2]!, NVIDIA[3]!] }))).toEqual({ reason: expect.stringMatching(/f16 -> f32/) });
+    expect(tensorCorePlan(fakeInfo({ configs: NVIDIA, sizes: [8, 32] }))).toEqual({ reason: expect.stringMatching(/not fixed/) });
+  });
+
+  it('fits tiles to the fragment and the limits, and writes the fragment shape into the kernel', () => {
+    const nv = tensorCorePlan(fakeInfo({ configs: NVIDIA })) as TensorCorePlan;
+    const n8 = tensorCorePlan(fakeInfo({ configs: [f16f32(16, 8, 16)] })) as TensorCorePlan;
+    const apple = tensorCorePlan(fakeInfo({ configs: [f16f32(8, 8, 8)] })) as TensorCorePlan;
+    for (const p of [nv, n8, apple]) for (const t of Object.values(TC_TILES)) expect(tcTileProblem(t, p, H200_LIMITS)).toBeNull();
+    expect(tcTileProblem({ bm: 48, bn: 64, bk: 32, sgm: 2, sgn: 2 }, nv, H200_LIMITS)).toMatch(/fragment's M 16/);
+    expect(tcTileProblem({ bm: 64, bn: 64, bk: 24, sgm: 2, sgn: 2 }, nv, H200_LIMITS)).toMatch(/BK 24/);
+    expect(tcTileProblem(TC_TILES.t128x128, nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 16384 })).toMatch(/workgroup memory/);
+    expect(tcTileProblem(TC_TILES.t128x128, nv, { ...H200_LIMITS, maxComputeInvocationsPerWorkgroup: 128 })).toMatch(/threads/);
+    // big products get the big tile, small ones the small tile; a device too small for the big one gets a smaller one
+    expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES.t128x128);
+    expect(chooseTcTile(nv, H200_LIMITS, { M: 2048, N: 16, batch: 1, transA: false, transB: true })).toBe(TC_TILES.t64x64);
+    expect(chooseTcTile(nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 }, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).not.toBe(TC_TILES.t128x128);
+    const src = tcPrelude(n8, TC_TILES.t128x64, true, false);
+    expect(src).toContain('alias Lm = subgroup_matrix_left<f16, 16, 16>;');
+    expect(src).toContain('alias Rm = subgroup_matrix_right<f16, 8, 16>;');
+    expect(src).toContain('alias Acc = subgroup_matrix_result<f32, 8, 16>;');
+    expect(src).toMatch(/subgroupMatrixLoad<Lm, col_major>/);
+    expect(src).toMatch(/subgroupMatrixLoad<Rm, row_major>/);
+    expect(src).toContain('const FN: u32 = 4u;');
+  });
+
+  it('the kernel compiles for every tile and layout with subgroup-uniformity-checking stand-ins for the subgroup-matrix builtins', async () => {
+    // Adapters without subgroup matrices cannot compile the real kernel, but Tint's uniformity analysis runs
+    // everywhere: each stand-in demands subgroup-uniform arguments as the real builtins do (a subgroup op under
+    // a branch on them), so a non-uniform offset, the bug that crashed pipeline creation on the H200 under
+    // skip_validation, fails here (the second half checks that it does).
+    const nv = tensorCorePlan(fakeInfo({ configs: NVIDIA })) as TensorCorePlan;
+    if (!ctx.info.features.shaderF16 || !ctx.info.features.subgroups) return expect(matmulPath(ctx, 'f16', 'f16').tc).toBeNull();
+    const compileErrors = async (code: string) => {
+      const src = kernelSource({
+        name: 'matmul-tc-stub',
+        code,
+        bindings: [
+          { name: 'a', access: 'read', dtype: 'f16' },
+          { name: 'b', access: 'read', dtype: 'f16' },
+          { name: 'bias', access: 'read', dtype: 'f32' },
+          { name: 'c', access: 'rw', dtype: 'f32' },
+        ],
+        params: ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one'],
+        enables: ['f16', 'subgroups'],
+      });
+      ctx.device.pushErrorScope('validation');
+      const info = await ctx.device.createShaderModule({ code: src }).getCompilationInfo();
+      await ctx.device.popErrorScope();
+      return info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message.split('\n')[0]}`);
+    };
+    const stub = (code: string) => {
+      const out =
+        code
+          .replace(/alias (\w+) = subgroup_matrix_\w+<[^;]*;/g, 'alias $1 = f32;')
+          .replace(/return subgroupMatrixLoad<\w+, \w+>\(&(\w+), off, (\w+)\)/g, 'return stub_load_$1(off, $2)')
+          .replace(/subgroupMatrixMultiplyAccumulate\(/g, 'stub_mma(')
+          .replace(/subgroupMatrixStore<row_major>\(&(\w+),/g, 'stub_store_$1(') +
+        `
+var<private> stub_sink: f32;
+fn stub_need(x: u32) { if (x == 0xffffffffu) { stub_sink = subgroupAdd(1.0); } }
+fn stub_load_As(off: u32, s: u32) -> f32 { stub_need(off); stub_need(s); return f32(As[off]); }
+fn stub_load_Bs(off: u32, s: u32) -> f32 { stub_need(off); stub_need(s); return f32(Bs[off]); }
+fn stub_mma(a: f32, b: f32, c: f32) -> f32 { return a * b + c; }
+fn stub_store_c(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); c[o] = v; }
+fn stub_store_Cs(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); Cs[o] = v; }
+`;
+      expect(out.replace(/\/\/.*$/gm, '')).not.toMatch(/subgroupMatrix\w*[<(]|subgroup_matrix_\w+</);
+      return out;
+    };
+    const errors: string[] = [];
+    for (const t of Object.values(TC_TILES))
+      for (const [ta, tb] of [[false, false], [false, true], [true, false]] as const)
+        for (const e of await compileErrors(stub(tcPrelude(nv, t, ta, tb) + tcWgsl))) errors.push(`${JSON.stringify(t)} ${ta}${tb}: ${e}`);
+    expect(errors).toEqual([]);
+    // the subgroup index computed from local_invocation_index is not subgroup-uniform: rejected
+    const bad = stub(tcPrelude(nv, TC_TILES.t64x64, false, false) + tcWgsl).replace('@builtin(subgroup_id) sg: u32', '@builtin(subgroup_size) sgs_: u32')
+      .replace('@builtin(subgroup_invocation_id) lane: u32) {\n', '@builtin(subgroup_invocation_id) lane: u32) {\n  let sg = lid / SG;\n');
+    expect((await compileErrors(bad)).join('\n')).toMatch(/uniform/);
+  });
+
+  it('on this adapter: f16 x f16 runs the path matmulPath names and matches float64 (portable fallback where tensor cores are absent)', async () => {
+    const path = matmulPath(ctx, 'f16', 'f16');
+    expect(matmulPath(ctx, 'f32', 'f16').tc).toBeNull();
+    expect(matmulPath(ctx, 'f16', 'f16', { variant: 'v1' }).tc).toBeNull();
+    expect(matmulPath(ctx, 'f16', 'f16', { tensorCores: false }).tc).toBeNull();
+    if (!path.tc) expect(() => matmulPath(ctx, 'f16', 'f16', { tensorCores: true })).toThrow(ShapeError);
+    const [M, N, K] = [37, 21, 45];
+    const av = roundTo('f16', randn(M * K, 1));
+    const bv = roundTo('f16', randn(N * K, 2));
+    const A = upload(ctx, av, [M, K], 'f16');
+    const B = upload(ctx, bv, [N, K], 'f16');
+    const out = upload(ctx, new Float32Array(M * N), [M, N]);
+    poison(ctx, out);
+    matmul(ctx, A, B, { transB: true, out });
+    const want = matmulRef(av, bv, { M, N, K, batch: 1, sa: 0, sb: 0, transB: true });
+    expect(relErr(await download(ctx, out), want)).toBeLessThan(path.tc ? TC_TOL : 1e-5);
+    release(ctx, A, B, out);
+  });
+});
+
+// The tensor-core kernels themselves: only where the adapter has subgroup matrices (the GPU machine; run there
+// through src/bench/matmul-tc-check.ts, which runs the same cases without vitest).
+describe.runIf('frag' in tensorCorePlan(ctx.info))('tensor-core matmul (adapters with subgroup matrices)', () => {
+  it('matches float64 of the f16-rounded inputs within 1e-3: NN, NT, TN, batched, odd sizes, epilogues, every tile', async () => {
+    for (const c of tcCases(ctx)) {
+      const r = await runTcCase(ctx, c);
+      expect(r.relErr, r.name).toBeLessThan(TC_TOL);
+    }
+  });
+
+  it('creates a new subgroup-matrix pipeline after another has run and been read back, repeatedly', async () => {
+    const rs = await pipelineSequence(ctx);
+    expect(rs.length).toBeGreaterThan(1);
+    for (const r of rs) expect(r.relErr, r.name).toBeLessThan(TC_TOL);
+  });
+});

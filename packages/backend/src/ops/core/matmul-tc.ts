@@ -1,0 +1,218 @@
+/**
+ * Tensor-core matmul: f16 x f16 products accumulated in f32 on subgroup matrices
+ * (`chromium-experimental-subgroup-matrix`), kernel `shaders/matmul-tc.wgsl`. `matmul` takes this path by itself
+ * for f16 operands where the adapter offers an f16 -> f32 subgroup-matrix configuration (see `tensorCorePlan`);
+ * everywhere else (lavapipe, SwiftShader, most laptops) the portable kernels run.
+ *
+ * The fragment shape (SM x SN x SK) comes from the configurations the adapter reports, never a constant; the
+ * workgroup tile (BM x BN x BK and its SGM x SGN subgroup grid) is a plan in elements that is checked against
+ * the fragment and the device limits, so one tile list serves 16x16x16, 16x8x16 and 8x8x8 hardware.
+ */
+import tcWgsl from '../../../../../shaders/matmul-tc.wgsl';
+import type { BufferBinding, Context, ContextInfo, Kernel, SubgroupMatrixConfig } from '../../context';
+import type { DType } from '../../dtype';
+import { ShapeError } from '../../errors';
+import type { BindingSpec, ParamSpec } from '../../kernel';
+import { cachedKernel } from './util';
+
+/** A workgroup tile of the tensor-core kernel, in elements: BM x BN of C per workgroup over an SGM x SGN grid
+ *  of subgroups, BK of K staged per step (a multiple of the fragment's K). */
+export interface TcTile {
+  bm: number;
+  bn: number;
+  bk: number;
+  sgm: number;
+  sgn: number;
+}
+
+/** The tiles `auto` chooses from (largest first). Measured on an H200 (src/bench/matmul-tc-bench.ts; see
+ *  docs/PERFORMANCE.md): the big tile for products with at least `TC_MIN_BIG_TILES` of them, the small one
+ *  below. */
+export const TC_TILES = {
+  t128x128: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 4 },
+  t128x128w4: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 2 },
+  t128x64: { bm: 128, bn: 64, bk: 32, sgm: 2, sgn: 2 },
+  t64x64: { bm: 64, bn: 64, bk: 32, sgm: 2, sgn: 2 },
+} as const satisfies Record<string, TcTile>;
+export type TcTileName = keyof typeof TC_TILES;
+
+/** Tuning of `auto` (a benchmark may change it): the big and small tile and the tile count below which the
+ *  small one runs. */
+export const tcTuning: { big: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean } = {
+  big: 't128x128',
+  small: 't64x64',
+  minBigTiles: 264,
+  /** Store full tiles straight from the accumulators to C (else every tile goes through the scratch). */
+  direct: true,
+};
+
+/** What the adapter offers the tensor-core kernel: the fragment shape and the (fixed) subgroup size. */
+export interface TensorCorePlan {
+  frag: SubgroupMatrixConfig;
+  subgroupSize: number;
+}
+
+/**
+ * The tensor-core plan of an adapter, or null with the reason: it needs `shader-f16`, an f16 -> f32
+ * subgroup-matrix configuration and a fixed subgroup size (the kernel maps subgroups onto tiles by
+ * `local_invocation_index / subgroup size`). Among several configurations the one with the largest M x N
+ * (then K) wins: fewer fragment loads per multiply-accumulate.
+ */
+export function tensorCorePlan(info: Pick<ContextInfo, 'features' | 'subgroupMatrixConfigs' | 'subgroupSizes'>): TensorCorePlan | { reason: string } {
+  if (!info.features.subgroupMatrix) return { reason: 'the adapter has no chromium-experimental-subgroup-matrix' };
+  if (!info.features.shaderF16) return { reason: 'the adapter has no shader-f16' };
+  const cands = info.subgroupMatrixConfigs.filter((c) => c.componentType === 'f16' && c.resultComponentType === 'f32');
+  if (!cands.length) return { reason: 'no f16 -> f32 subgroup-matrix configuration' };
+  const { min, max } = info.subgroupSizes;
+  if (!(min > 0 && min === max)) return { reason: `the subgroup size is not fixed (${min}..${max})` };
+  const frag = [...cands].sort((x, y) => y.M * y.N - x.M * x.N || y.K - x.K)[0]!;
+  return { frag, subgroupSize: max };
+}
+
+/** Why a tile does not fit this fragment and device, or null when it does. */
+export function tcTileProblem(t: TcTile, plan: TensorCorePlan, limits: Record<string, number>, transA = false, transB = false): string | null {
+  const { M: SM, N: SN, K: SK } = plan.frag;
+  const wm = t.bm / t.sgm;
+  const wn = t.bn / t.sgn;
+  if (!Number.isInteger(wm) || wm % SM) return `BM ${t.bm} / SGM ${t.sgm} is not a multiple of the fragment's M ${SM}`;
+  if (!Number.isInteger(wn) || wn % SN) return `BN ${t.bn} / SGN ${t.sgn} is not a multiple of the fragment's N ${SN}`;
+  if (t.bk % SK || t.bk % 8) return `BK ${t.bk} is not a multiple of the fragment's K ${SK} and of 8`;
+  if (t.bm % 8 || t.bn % 8) return `BM and BN must be multiples of 8`;
+  const threads = t.sgm * t.sgn * plan.subgroupSize;
+  if (threads > (limits.maxComputeInvocationsPerWorkgroup ?? 256)) return `${threads} threads exceed the device limit`;
+  const bytes = tcSharedBytes(t, plan, transA, transB);
+  if (bytes > (limits.maxComputeWorkgroupStorageSize ?? 16384)) return `${bytes} bytes of workgroup memory exceed the device limit`;
+  return null;
+}
+
+/** Workgroup memory of a tile: two staged slices of A and B (rows padded by 8 halves) and the f32 scratch. */
+export function tcSharedBytes(t: TcTile, plan: TensorCorePlan, transA: boolean, transB: boolean): number {
+  const a = slice(t, 'a', transA);
+  const b = slice(t, 'b', transB);
+  return 2 * 2 * (a.size + b.size) + 4 * t.sgm * t.sgn * plan.frag.M * plan.frag.N;
+}
+
+function slice(t: TcTile, x: 'a' | 'b', trans: boolean): { stride: number; size: number } {
+  // A is staged [BM, BK] (or [BK, BM] when transposed), B [BK, BN] (or [BN, BK])
+  const [rows, cols] = x === 'a' ? (trans ? [t.bk, t.bm] : [t.bm, t.bk]) : trans ? [t.bn, t.bk] : [t.bk, t.bn];
+  return { stride: cols + 8, size: rows * (cols + 8) };
+}
+
+/** The kernel's flags (WGSL consts in the prelude). */
+export interface TcFlags {
+  VEC_A: boolean;
+  VEC_B: boolean;
+  HAS_BIAS: boolean;
+  ACCUM: boolean;
+  DIRECT: boolean;
+}
+
+const NO_FLAGS: TcFlags = { VEC_A: false, VEC_B: false, HAS_BIAS: false, ACCUM: false, DIRECT: false };
+
+/** The WGSL prepended to `shaders/matmul-tc.wgsl` for a fragment, tile, layout and flags. */
+export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, transB: boolean, flags: TcFlags = NO_FLAGS): string {
+  const { M: SM, N: SN, K: SK } = plan.frag;
+  const a = slice(t, 'a', transA);
+  const b = slice(t, 'b', transB);
+  const fm = t.bm / t.sgm / SM;
+  const fn = t.bn / t.sgn / SN;
+  const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
+  return (
+    c('SM', SM) + c('SN', SN) + c('SK', SK) + c('SG', plan.subgroupSize) + c('SGM', t.sgm) + c('SGN', t.sgn) +
+    c('FM', fm) + c('FN', fn) + c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) +
+    c('AS_STRIDE', a.stride) + c('AS_SIZE', a.size) + c('BS_STRIDE', b.stride) + c('BS_SIZE', b.size) +
+    `const A_T: bool = ${transA};\nconst B_T: bool = ${transB};\n` +
+    Object.entries(flags).map(([k, v]) => `const ${k}: bool = ${v};\n`).join('') +
+    // subgroup_matrix_left<T, K, M> is M rows x K columns; right<T, N, K> is K x N; result<T, N, M> is M x N
+    `alias Lm = subgroup_matrix_left<f16, ${SK}, ${SM}>;\n` +
+    `alias Rm = subgroup_matrix_right<f16, ${SN}, ${SK}>;\n` +
+    `alias Acc = subgroup_matrix_result<f32, ${SN}, ${SM}>;\n` +
+    // a transposed operand is staged as stored, so op(A) = [M, K] reads it column-major (and op(B) likewise)
+    `fn load_l(off: u32) -> Lm { return subgroupMatrixLoad<Lm, ${transA ? 'col_major' : 'row_major'}>(&As, off, AS_STRIDE); }\n` +
+    `fn load_r(off: u32) -> Rm { return subgroupMatrixLoad<Rm, ${transB ? 'col_major' : 'row_major'}>(&Bs, off, BS_STRIDE); }\n` +
+    // scalar element reads of the (f16) operands for unaligned loads
+    `fn at_a(e: u32) -> f32 { return unpack2x16float(a4[e >> 3u][(e >> 1u) & 3u])[e & 1u]; }\n` +
+    `fn at_b(e: u32) -> f32 { return unpack2x16float(b4[e >> 3u][(e >> 1u) & 3u])[e & 1u]; }\n`
+  );
+}
+
+/** A tensor-core launch, as `matmul` prepared it (batch folded, strides in elements). */
+export interface TcLaunch {
+  M: number;
+  N: number;
+  K: number;
+  batch: number;
+  sa: number;
+  sb: number;
+  alpha: number;
+  transA: boolean;
+  transB: boolean;
+  biasDtype: DType;
+  hasBias: boolean;
+  accumulate: boolean;
+  /** Force a tile (tests and benchmarks); default: `tcTuning`. */
+  tile?: TcTile;
+}
+
+/** The tile `auto` runs for a product: the big one when the product has enough of them, else the small one,
+ *  each only if it fits (else the next smaller tile of `TC_TILES`). */
+export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number>, l: Pick<TcLaunch, 'M' | 'N' | 'batch' | 'transA' | 'transB'>): TcTile {
+  const big = TC_TILES[tcTuning.big];
+  const tiles = Math.ceil(l.M / big.bm) * Math.ceil(l.N / big.bn) * l.batch;
+  const first = tiles >= tcTuning.minBigTiles ? tcTuning.big : tcTuning.small;
+  const order = [first, ...(Object.keys(TC_TILES) as TcTileName[]).reverse()];
+  for (const n of order) if (!tcTileProblem(TC_TILES[n], plan, limits, l.transA, l.transB)) return TC_TILES[n];
+  throw new ShapeError(`matmul: no tensor-core tile fits this device (fragment ${plan.frag.M}x${plan.frag.N}x${plan.frag.K})`);
+}
+
+/** WGSL extensions of the tensor-core kernel (`subgroups` for the subgroup_id / subgroup_invocation_id builtins). */
+export const TC_ENABLES = ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'];
+
+const PARAMS: readonly ParamSpec[] = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one'];
+
+/** Encode one tensor-core matmul (operands already checked by `matmul`: f16 A and B, f32 C). */
+export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: [BufferBinding, BufferBinding, BufferBinding, BufferBinding]): Kernel {
+  const t = l.tile ?? chooseTcTile(plan, ctx.info.limits, l);
+  if (l.tile) {
+    const why = tcTileProblem(t, plan, ctx.info.limits, l.transA, l.transB);
+    if (why) throw new ShapeError(`matmul: tensor-core tile ${JSON.stringify(t)}: ${why}`);
+  }
+  const contA = l.transA ? l.M : l.K;
+  const contB = l.transB ? l.K : l.N;
+  const flags: TcFlags = {
+    VEC_A: contA % 8 === 0 && l.sa % 8 === 0,
+    VEC_B: contB % 8 === 0 && l.sb % 8 === 0,
+    HAS_BIAS: l.hasBias,
+    ACCUM: l.accumulate,
+    DIRECT: !l.hasBias && !l.accumulate && tcTuning.direct,
+  };
+  const name = `matmul-tc-${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}`;
+  const key = `mmtc:${name}:${+l.transA}${+l.transB}:${l.biasDtype}:${Object.values(flags).map(Number).join('')}`;
+  const bindings: BindingSpec[] = [
+    { name: 'a', access: 'read', dtype: 'f16' },
+    { name: 'b', access: 'read', dtype: 'f16' },
+    { name: 'bias', access: 'read', dtype: l.biasDtype },
+    { name: 'c', access: 'rw', dtype: 'f32' },
+  ];
+  const k = cachedKernel(ctx, key, () => ({
+    name,
+    code: tcPrelude(plan, t, l.transA, l.transB, flags) + tcWgsl,
+    bindings,
+    params: PARAMS,
+    enables: TC_ENABLES,
+  }));
+  const x = Math.ceil(l.N / t.bn);
+  const y = Math.ceil(l.M / t.bm);
+  if (x > 65535 || y > 65535) throw new ShapeError(`matmul: ${y} x ${x} workgroup tiles are more than one dispatch takes`);
+  ctx.dispatch(k, bufs, [x, y, l.batch], [l.M, l.N, l.K, l.sa, l.sb, l.alpha, 1]);
+  return k;
+}
+
+const plans = new WeakMap<Context, TensorCorePlan | { reason: string }>();
+
+/** The context's tensor-core plan (memoised). */
+export function contextTcPlan(ctx: Context): TensorCorePlan | { reason: string } {
+  let p = plans.get(ctx);
+  if (!p) plans.set(ctx, (p = tensorCorePlan(ctx.info)));
+  return p;
+}
