@@ -1,7 +1,9 @@
 // attention-bwd-dkdv: FlashAttention-2 backward, the pass over K/V blocks. One workgroup owns BC keys of one
 // kv head and loops over the q heads of its group (grouped-query attention) and over the query blocks that
 // can see its keys, accumulating in registers (fixed order, no atomics):
-//   P  = exp(scale * Q K^T - lse)  (masked entries 0),  dP = dO V^T,  dS = P * (dP - delta)
+//   P  = exp(S - lse)  (masked entries 0),  dP = dO V^T,  dS = P * (dP - delta) * S'
+// with S = cap(scale * Q K^T) (cap(x) = softcap * tanh(x / softcap) with soft-capping, else x) and S' its
+// derivative 1 - tanh^2 (1 without capping): attn_score of attention-mask.wgsl.
 //   dV = sum P^T dO,   dK = scale * sum dS^T Q
 // Bindings:
 //   q     read f32|f16|bf16 [B, T, Hq, D]     k, v  read f32|f16|bf16 [B, S, Hkv, D]
@@ -9,7 +11,7 @@
 //   mask  read i32|u32 [B, S] (1 = keep; a 1-element dummy when hasMask = 0)
 //   dk_out, dv_out rw f32 [B, S, Hkv, D]
 // Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32), causal, window (0 = none), hasMask, scale,
-//   scale2 (= scale * log2 e). Visibility by position: attn_visible of attention-mask.wgsl (prepended by the
+//   scale2 (= scale * log2 e), capin (= scale / softcap), capmul (= softcap * log2 e; 0 = no soft-capping). Visibility by position: attn_visible of attention-mask.wgsl (prepended by the
 //   wrapper); query blocks that see none of the workgroup's keys are skipped.
 // Template: the wrapper rewrites the `const` lines and expands `//@unroll` blocks (see specialize in common.ts).
 // Constants: D, DV = ceil(D / 4), DS (odd vec4 row stride), BC keys per workgroup,
@@ -203,9 +205,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
         //@unroll i 4
         {
           let vis = kok[tk * 4u + $i] != 0u && attn_visible(am, qpos, myKeys[$i]);
-          let pp = select(0.0, exp2(st[$i][$j] * p.scale2 - lq), vis);
+          let sd = attn_score(st[$i][$j], p.scale2, p.capin, p.capmul);
+          let pp = select(0.0, exp2(sd.x - lq), vis);
           pv[$i] = pp;
-          dsv[$i] = pp * (dpt[$i][$j] - dq);
+          dsv[$i] = pp * (dpt[$i][$j] - dq) * sd.y;
         }
         //@end
         Ps[col * PS + tk] = pv;

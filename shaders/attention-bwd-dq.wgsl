@@ -1,13 +1,15 @@
 // attention-bwd-dq: FlashAttention-2 backward, the pass over Q blocks. One workgroup owns BR query rows of one
 // head and loops over the key blocks they can see (fixed order, no atomics):
-//   P = exp(scale * Q K^T - lse) (masked entries 0),  dP = dO V^T,  dS = P * (dP - delta),  dQ = scale * dS K
+//   P = exp(S - lse) (masked entries 0),  dP = dO V^T,  dS = P * (dP - delta) * S',  dQ = scale * dS K
+// with S = cap(scale * Q K^T) (cap(x) = softcap * tanh(x / softcap) with soft-capping, else x) and S' its
+// derivative 1 - tanh^2 (1 without capping): attn_score of attention-mask.wgsl.
 // Bindings:
 //   q     read f32|f16|bf16 [B, T, Hq, D]     k, v  read f32|f16|bf16 [B, S, Hkv, D]
 //   dout  read f32|f16|bf16 [B, T, Hq, D]     lse   read f32 [B, Hq, T]      delta read f32 [B, Hq, T]
 //   mask  read i32|u32 [B, S] (1 = keep; a 1-element dummy when hasMask = 0)
 //   dq_out rw f32 [B, T, Hq, D]
 // Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32), causal, window (0 = none), hasMask, scale,
-//   scale2 (= scale * log2 e). Visibility by position: attn_visible of attention-mask.wgsl (prepended by the
+//   scale2 (= scale * log2 e), capin (= scale / softcap), capmul (= softcap * log2 e; 0 = no soft-capping). Visibility by position: attn_visible of attention-mask.wgsl (prepended by the
 //   wrapper); key blocks that none of the workgroup's rows sees are skipped.
 // Template: the wrapper rewrites the `const` lines and expands `//@unroll` blocks (see specialize in common.ts).
 // Constants: D, DV = ceil(D / 4), DS (odd vec4 row stride), BR query rows per
@@ -227,8 +229,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
       //@unroll i 4
       {
         let vis = ok && attn_visible(am, qa + i32(ty * 4u + $i), key);
-        let pp = select(0.0, exp2(sc[$i][$j] * p.scale2 - lrow[$i]), vis);
-        dsv[$i] = pp * (dp[$i][$j] - drow[$i]);
+        let sd = attn_score(sc[$i][$j], p.scale2, p.capin, p.capmul);
+        let pp = select(0.0, exp2(sd.x - lrow[$i]), vis);
+        dsv[$i] = pp * (dp[$i][$j] - drow[$i]) * sd.y;
       }
       //@end
       dSs[col * PS + ty] = dsv;

@@ -12,7 +12,9 @@
 //   o    rw f32 [B, Hq, D]   (written when nChunks == 1)
 //   part rw f32 [B, Hq, nChunks, DV * 4 + 2]: acc (DV * 4), max (log2 units), sum (written when nChunks > 1)
 // Params: Smax, len, Hq, Hkv, G (= Hq / Hkv), CH (keys per chunk, <= CHMAX), nChunks, hasMask,
-//   window (sliding window, 0 = none), scale2 (= scale * log2 e).
+//   window (sliding window, 0 = none), scale2 (q is multiplied by it: scale * log2 e, or scale / softcap with
+//   soft-capping), capmul (softcap * log2 e, 0 = none: the score is attn_cap(scale2 * q.k) of
+//   attention-mask.wgsl).
 // A row with no visible key writes zeros.
 // Template: the wrapper rewrites the `const` lines and expands `//@unroll` blocks (see specialize in common.ts).
 // Constants: D, DV = ceil(D / 4), NT threads, CHMAX, NP = NT / DV key subsets.
@@ -91,7 +93,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
       var a = 0.0;
       // A plain scalar loop: the vec4 form compiles ~10x slower on lavapipe for the same memory traffic.
       for (var d = 0u; d < D; d++) { a = fma(qs[d / 4u][d % 4u], read_k(base + d), a); }
-      x = a;
+      x = attn_cap(a, p.capmul);
     }
     sc[j] = x;
     lmax = max(lmax, x);

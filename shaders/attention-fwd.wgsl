@@ -1,6 +1,7 @@
 // attention-fwd: fused scaled-dot-product attention forward, flash style (online softmax), f32 math.
-//   o[b, t, h, :] = sum_s softmax_s(scale * q[b,t,h,:] . k[b,s,kh,:] + mask) v[b,s,kh,:],  kh = h / G
-//   lse[b, h, t]  = log sum_s exp(scale * q . k)  over visible keys (natural log; -inf for a row with none)
+//   o[b, t, h, :] = sum_s softmax_s(cap(scale * q[b,t,h,:] . k[b,s,kh,:]) + mask) v[b,s,kh,:],  kh = h / G
+//   lse[b, h, t]  = log sum_s exp(cap(scale * q . k))  over visible keys (natural log; -inf for a row with none)
+//   cap(x) = softcap * tanh(x / softcap) with soft-capping, else x
 // The [T, S] score matrix is never written to memory: each workgroup keeps BR query rows and streams K/V
 // through workgroup memory in tiles of BC keys, with a running row maximum and sum.
 //
@@ -12,7 +13,9 @@
 //   o    rw    f32           [B, T, Hq, D]
 //   lse  rw    f32           [B, Hq, T]
 // Params: T, S, Hq, Hkv, G (= Hq / Hkv), qOffset (i32: query t sits at absolute position qOffset + t),
-//   causal, window (sliding window, 0 = none), hasMask, scale2 (= scale * log2(e): exp2 is used).
+//   causal, window (sliding window, 0 = none), hasMask, scale2 (q is multiplied by it: scale * log2(e), as
+//   exp2 is used; with soft-capping scale / softcap), capmul (soft-capping: softcap * log2(e), 0 = none; the
+//   score is then tanh(scale2 * q.k) * capmul: attn_cap of attention-mask.wgsl).
 // Visibility: a key is visible iff s < S, mask[b, s] != 0 (when hasMask) and attn_visible(qOffset + t, s)
 //   (attention-mask.wgsl, prepended by the wrapper: causal and sliding window). Key tiles that no row of the
 //   workgroup sees are skipped. A row with no visible key writes zeros and lse = -inf.
@@ -188,7 +191,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
       let key = i32(s0 + tx + $j * TC);
       //@unroll i 4
       {
-        var x = sc[$i][$j] + kb;
+        var x = attn_cap(sc[$i][$j], p.capmul) + kb;
         if (edge && !attn_visible(am, qa + i32(ty * 4u + $i), key)) { x = NEG; }
         sc[$i][$j] = x;
         rmax[$i] = max(rmax[$i], x);

@@ -1,6 +1,6 @@
-// attention-mask: the positional key-visibility rule of every attention kernel (attention-fwd,
-// attention-bwd-dq, attention-bwd-dkdv, attention-decode), written once and prepended to each of them by the
-// wrappers in ops/attention. No bindings, params or entry point of its own.
+// attention-mask: the positional key-visibility rule and the logit soft-capping of every attention kernel
+// (attention-fwd, attention-bwd-dq, attention-bwd-dkdv, attention-decode), written once and prepended to each
+// of them by the wrappers in ops/attention. No bindings, params or entry point of its own.
 //
 // A key at absolute position s is visible to a query at absolute position q iff
 //   (!causal || s <= q) && (win == 0 || s > q - win)
@@ -44,4 +44,32 @@ fn attn_query_range(m: AttnMask, qOffset: i32, sa: i32, sb: i32, T: u32) -> vec2
 // Whether every key in [sa, sb] is visible to every query with position in [qa, qb] (no per-pair test needed).
 fn attn_all_visible(m: AttnMask, qa: i32, qb: i32, sa: i32, sb: i32) -> bool {
   return (!m.causal || sb <= qa) && (m.win == 0 || sa > qb - m.win);
+}
+
+// Logit soft-capping (Gemma 2's attn_logit_softcapping): score = softcap * tanh(scale * q.k / softcap),
+// applied before masking and softmax. The kernels pass capmul = softcap * log2(e) (scores in log2 units) and
+// capin = scale / softcap; capmul = 0 means no capping.
+
+// tanh without overflow or NaN at any |x|, and accurate near 0 (a series there instead of 1 - e^(-2|x|)).
+fn attn_tanh(x: f32) -> f32 {
+  let a = abs(x);
+  if (a < 0.125) {
+    let x2 = x * x;
+    return x * (1.0 + x2 * (-0.3333333333333333 + x2 * (0.13333333333333333 + x2 * -0.05396825396825397)));
+  }
+  let e = exp(-2.0 * a);
+  return sign(x) * (1.0 - e) / (1.0 + e);
+}
+
+// A forward score already multiplied by capin (capped) or by scale * log2(e) (not capped), in log2 units.
+fn attn_cap(x: f32, capmul: f32) -> f32 {
+  if (capmul == 0.0) { return x; }
+  return attn_tanh(x) * capmul;
+}
+
+// From a raw dot product d = q.k: (the score in log2 units, d(score) / d(scale * q.k)), for the backward.
+fn attn_score(d: f32, scale2: f32, capin: f32, capmul: f32) -> vec2<f32> {
+  if (capmul == 0.0) { return vec2<f32>(d * scale2, 1.0); }
+  let th = attn_tanh(d * capin);
+  return vec2<f32>(th * capmul, 1.0 - th * th);
 }

@@ -15,6 +15,9 @@ export interface AttentionOpts {
   /** Sliding window (causal only): the query at position p = qOffset + t sees keys s with
    *  p - slidingWindow < s <= p (HF `sliding_window`). Undefined or null: full causal attention. */
   slidingWindow?: number | null;
+  /** Logit soft-capping (Gemma 2 `attn_logit_softcapping`): scores become softcap * tanh(score / softcap)
+   *  before masking and softmax. Undefined or null: none. */
+  softcap?: number | null;
 }
 
 const attentionOp = defineOp<AttentionOpts>({
@@ -45,5 +48,6 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOpts =
     qOffset: opts.qOffset,
     keyMask: opts.keyMask,
     slidingWindow: opts.slidingWindow,
+    softcap: opts.softcap,
   });
 }

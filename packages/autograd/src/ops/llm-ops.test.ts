@@ -47,6 +47,7 @@ describe('LLM ops pass gradcheck through autograd', () => {
     const v = rnd([1, 5, 2, 16], 10, 0.5);
     await check('attention', (a, b, c) => attention(a, b, c, { causal: true }), [q, k, v]);
     await check('attention window 2', (a, b, c) => attention(a, b, c, { slidingWindow: 2 }), [q, k, v]);
+    await check('attention softcap', (a, b, c) => attention(a, b, c, { softcap: 0.5, scale: 1 }), [q, k, v]);
     const t = Tensor.fromArray(ctx, [1, -100, 4, 0, 2], [5], { dtype: 'i32' });
     await check('crossEntropy', (l) => crossEntropy(l, t), [rnd([5, 6], 11)]);
   });

@@ -27,6 +27,12 @@ export interface AttentionOptions {
    * so the cost is O(T * slidingWindow).
    */
   slidingWindow?: number | null;
+  /**
+   * Attention logit soft-capping (Gemma 2's `attn_logit_softcapping`): each score `x = scale * q.k` becomes
+   * `softcap * tanh(x / softcap)` before masking and softmax (the backward multiplies dS by `1 - tanh^2`).
+   * A positive number; undefined or null: no capping.
+   */
+  softcap?: number | null;
 }
 
 export interface AttnDims {
@@ -165,7 +171,21 @@ export function resolveWindow(op: string, slidingWindow: number | null | undefin
   return slidingWindow;
 }
 
-/** A shader template with the shared visibility rule (shaders/attention-mask.wgsl) in front of it. */
+/** The kernels' soft-capping params for `scale` and `softcap`: `qscale` multiplies q (or the dot product) in
+ *  the forward and decode, `capin` = scale / softcap and `capmul` = softcap * log2(e) (0: no capping). Throws
+ *  a ConfigError for a softcap that is not a positive finite number. */
+export function resolveSoftcap(
+  op: string,
+  scale: number,
+  softcap: number | null | undefined,
+): { qscale: number; capin: number; capmul: number } {
+  if (softcap === undefined || softcap === null) return { qscale: scale * Math.LOG2E, capin: 0, capmul: 0 };
+  if (!Number.isFinite(softcap) || softcap <= 0) throw new ConfigError(`${op}: softcap must be a positive number, got ${softcap}`);
+  return { qscale: scale / softcap, capin: scale / softcap, capmul: softcap * Math.LOG2E };
+}
+
+/** A shader template with the shared visibility rule and soft-capping (shaders/attention-mask.wgsl) in front
+ *  of it. */
 export function withMaskRule(src: string): string {
   return maskWgsl + '\n' + src;
 }

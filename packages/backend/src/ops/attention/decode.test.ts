@@ -85,29 +85,32 @@ describe('attentionDecode', () => {
 
   // Sliding window at lengths before, at and past the window (chunked inside the window, windows that are not
   // chunk multiples), on the decode pipelines compiled above (D 16 and 64).
-  for (const [D, window, chunk, lens] of [
+  for (const [D, window, chunk, lens, softcap] of [
     [16, 5, 2, [1, 4, 5, 6, 13, 40]],
     [64, 100, 64, [99, 100, 101, 300]],
     [16, 7, undefined, [8, 2100]],
-  ] as [number, number, number | undefined, number[]][])
-    it(`sliding window ${window}, D${D}${chunk ? ` chunk${chunk}` : ''}, len ${lens.join(', ')}`, async () => {
+    [16, 6, 4, [3, 20], 1.5],
+    [64, undefined, undefined, [70], 2],
+  ] as [number, number | undefined, number | undefined, number[], number?][])
+    it(`${window ? `sliding window ${window}` : 'full'}, D${D}${chunk ? ` chunk${chunk}` : ''}${softcap ? ` softcap${softcap}` : ''}, len ${lens.join(', ')}`, async () => {
       const B = 2;
       const Hq = 4;
       const Hkv = 2;
       const Smax = Math.max(...lens) + 3;
-      const q = upload(ctx, randn(B * Hq * D, window), [B, 1, Hq, D]);
-      const kc = upload(ctx, randn(B * Smax * Hkv * D, window + 1), [B, Smax, Hkv, D]);
-      const vc = upload(ctx, randn(B * Smax * Hkv * D, window + 2), [B, Smax, Hkv, D]);
+      const seed = (window ?? 0) + D;
+      const q = upload(ctx, randn(B * Hq * D, seed, 2), [B, 1, Hq, D]);
+      const kc = upload(ctx, randn(B * Smax * Hkv * D, seed + 1), [B, Smax, Hkv, D]);
+      const vc = upload(ctx, randn(B * Smax * Hkv * D, seed + 2), [B, Smax, Hkv, D]);
       const qv = Float64Array.from(await download(ctx, q));
       const kAll = Float64Array.from(await download(ctx, kc));
       const vAll = Float64Array.from(await download(ctx, vc));
       for (const len of lens) {
         const out = empty(ctx, [B, 1, Hq, D]);
         poison(ctx, out);
-        attentionDecode(ctx, q, kc, vc, len, { out, chunk, slidingWindow: window });
+        attentionDecode(ctx, q, kc, vc, len, { out, chunk, slidingWindow: window, softcap });
         // the reference sees the whole cache; its window and causal mask (query at len - 1) hide the rest
         const dims = { B, T: 1, S: Smax, Hq, Hkv, D };
-        const ref = refAttention(dims, { causal: true, scale: 1 / Math.sqrt(D), qOffset: len - 1, window }, qv, kAll, vAll);
+        const ref = refAttention(dims, { causal: true, scale: 1 / Math.sqrt(D), qOffset: len - 1, window, softcap }, qv, kAll, vAll);
         expect({ len, err: relErr(await download(ctx, out), ref.out) < 2e-6 }).toEqual({ len, err: true });
         release(ctx, out);
       }
@@ -138,6 +141,7 @@ describe('attentionDecode', () => {
     expect(() => attentionDecode(ctx, empty(ctx, [1, 2, 4, 16]), kc, kc, 4)).toThrow(/\[B, 1, Hq, D\]/);
     expect(() => attentionDecode(ctx, q, empty(ctx, [1, 8, 3, 16]), empty(ctx, [1, 8, 3, 16]), 4)).toThrow(/divide/);
     expect(() => attentionDecode(ctx, q, kc, kc, 4, { slidingWindow: 0 })).toThrow(ConfigError);
+    expect(() => attentionDecode(ctx, q, kc, kc, 4, { softcap: 0 })).toThrow(ConfigError);
     release(ctx, q, kc);
   });
 });

@@ -12,6 +12,7 @@ import {
   fmt,
   MAX_HEAD_DIM,
   resolveScale,
+  resolveSoftcap,
   resolveWindow,
   specialize,
   withMaskRule,
@@ -31,6 +32,8 @@ export interface AttentionDecodeOptions {
   /** Sliding window (see {@link AttentionOptions.slidingWindow}): the query at position `len - 1` sees keys
    *  `max(0, len - slidingWindow) .. len - 1` only, and only those are read. Undefined or null: all `len`. */
   slidingWindow?: number | null;
+  /** Logit soft-capping (see {@link AttentionOptions.softcap}). */
+  softcap?: number | null;
 }
 
 const NT = 128;
@@ -79,6 +82,7 @@ export function attentionDecode(
   checkOut('out', opts.out, [B, 1, Hq, D]);
   const scale = resolveScale(D, opts.scale);
   const window = resolveWindow('attentionDecode', opts.slidingWindow);
+  const cap = resolveSoftcap('attentionDecode', scale, opts.softcap);
   const out = opts.out ?? empty(ctx, [B, 1, Hq, D]);
   if (B * Hq === 0) return out;
 
@@ -113,13 +117,13 @@ export function attentionDecode(
       { name: 'o', access: 'rw', dtype: 'f32' },
       { name: 'part', access: 'rw', dtype: 'f32' },
     ],
-    params: ['u32:Smax', 'u32:len', 'u32:Hq', 'u32:Hkv', 'u32:G', 'u32:CH', 'u32:nChunks', 'u32:hasMask', 'u32:window', 'f32:scale2'],
+    params: ['u32:Smax', 'u32:len', 'u32:Hq', 'u32:Hkv', 'u32:G', 'u32:CH', 'u32:nChunks', 'u32:hasMask', 'u32:window', 'f32:scale2', 'f32:capmul'],
   });
   ctx.dispatch(
     k,
     [q.buffer, kCache.buffer, vCache.buffer, mask?.buffer ?? dummyBuffer(ctx), out.buffer, part],
     [nChunks, Hq, B],
-    [Smax, len, Hq, Hkv, Hq / Hkv, CH, nChunks, mask ? 1 : 0, window, scale * Math.LOG2E],
+    [Smax, len, Hq, Hkv, Hq / Hkv, CH, nChunks, mask ? 1 : 0, window, cap.qscale, cap.capmul],
   );
   if (nChunks > 1) {
     const c = ctx.kernel({

@@ -25,6 +25,8 @@ interface Case extends RefDims {
   seed?: number;
   /** Sliding window. */
   window?: number;
+  /** Logit soft-capping. */
+  softcap?: number;
 }
 
 function makeMask(c: { B: number; S: number }): Int32Array {
@@ -64,12 +66,13 @@ async function setup(c: Case): Promise<Setup> {
     qOffset: c.qOffset ?? c.S - c.T,
     mask: mv,
     window: c.window,
+    softcap: c.softcap,
   };
   return { q, k, v, mask, qv, kv, vv, mv, opts };
 }
 
 function apiOpts(c: Case, st: Setup) {
-  return { causal: c.causal, qOffset: c.qOffset, keyMask: st.mask, scale: c.scale, tiles: c.tiles, slidingWindow: c.window };
+  return { causal: c.causal, qOffset: c.qOffset, keyMask: st.mask, scale: c.scale, tiles: c.tiles, slidingWindow: c.window, softcap: c.softcap };
 }
 
 function expectLse(got: ArrayLike<number>, want: ArrayLike<number>): void {
@@ -90,7 +93,7 @@ function expectLse(got: ArrayLike<number>, want: ArrayLike<number>): void {
 const name = (c: Case) =>
   `B${c.B} T${c.T} S${c.S} Hq${c.Hq} Hkv${c.Hkv} D${c.D}${c.causal === false ? ' non-causal' : ''}` +
   `${c.qOffset !== undefined ? ` qOffset${c.qOffset}` : ''}${c.mask ? ` mask:${c.mask}` : ''}${c.dtype ? ` ${c.dtype}` : ''}` +
-  `${c.tiles ? ` tiles ${JSON.stringify(c.tiles)}` : ''}${c.window !== undefined ? ` window${c.window}` : ''}`;
+  `${c.tiles ? ` tiles ${JSON.stringify(c.tiles)}` : ''}${c.window !== undefined ? ` window${c.window}` : ''}${c.softcap !== undefined ? ` softcap${c.softcap}` : ''}`;
 
 // Few distinct pipelines (each costs seconds of LLVM time on lavapipe): u32 masks share the no-mask pipeline.
 const FWD_CASES: Case[] = [
@@ -212,8 +215,16 @@ const WINDOW_CASES: Case[] = [
   { B: 2, T: 70, S: 70, Hq: 4, Hkv: 2, D: 16, mask: 'u32', window: 5, tiles: { fwd: [64, 32, 2], dkdv: [32, 32, 2], dq: [64, 16, 2] } },
 ];
 
-describe('flashAttention sliding window', () => {
-  for (const c of WINDOW_CASES)
+// Logit soft-capping (Gemma 2), alone and with a window: caps that saturate many scores and a Gemma-sized one.
+const SOFTCAP_CASES: Case[] = [
+  { B: 1, T: 16, S: 16, Hq: 2, Hkv: 1, D: 16, scale: 0.6, softcap: 1.5 },
+  { B: 2, T: 33, S: 33, Hq: 4, Hkv: 2, D: 64, mask: 'u32', scale: 0.4, softcap: 4, window: 7 },
+  { B: 1, T: 5, S: 37, Hq: 4, Hkv: 2, D: 80, softcap: 50 },
+  { B: 1, T: 64, S: 64, Hq: 2, Hkv: 1, D: 64, causal: false, mask: 'u32', scale: 0.5, softcap: 3 },
+];
+
+describe('flashAttention sliding window and soft-capping', () => {
+  for (const c of [...WINDOW_CASES, ...SOFTCAP_CASES])
     it(name(c), async () => {
       const st = await setup(c);
       const dOut = upload(ctx, randn(c.B * c.T * c.Hq * c.D, 98), [c.B, c.T, c.Hq, c.D]);
@@ -245,21 +256,26 @@ describe('flashAttention sliding window', () => {
     [1, 1.5, 7 / 3, 14 / 3, 28 / 3, 56 / 3].forEach((want, t) => expect(out[t]).toBeCloseTo(want, 12));
   });
 
-  it('reference backward with a window matches finite differences', () => {
-    const c = { B: 1, T: 5, S: 7, Hq: 2, Hkv: 1, D: 3 };
-    const o: RefOpts = { causal: true, scale: 0.7, qOffset: 2, window: 3 };
-    const q = randn(c.B * c.T * c.Hq * c.D, 15);
-    const k = randn(c.B * c.S * c.Hkv * c.D, 16);
-    const v = randn(c.B * c.S * c.Hkv * c.D, 17);
-    const w = randn(q.length, 18);
-    const g = refAttentionBackward(c, o, q, k, v, w);
-    expect(relErr(g.dq, finiteDiff((x) => dot(refAttention(c, o, x, k, v).out, w), q))).toBeLessThan(1e-6);
-    expect(relErr(g.dk, finiteDiff((x) => dot(refAttention(c, o, q, x, v).out, w), k))).toBeLessThan(1e-6);
-    expect(relErr(g.dv, finiteDiff((x) => dot(refAttention(c, o, q, k, x).out, w), v))).toBeLessThan(1e-6);
-  });
+  for (const o of [
+    { causal: true, scale: 0.7, qOffset: 2, window: 3 },
+    { causal: true, scale: 0.9, qOffset: 2, softcap: 1.2 },
+  ] as RefOpts[])
+    it(`reference backward matches finite differences (${o.window ? `window ${o.window}` : `softcap ${o.softcap}`})`, () => {
+      const c = { B: 1, T: 5, S: 7, Hq: 2, Hkv: 1, D: 3 };
+      const q = randn(c.B * c.T * c.Hq * c.D, 15);
+      const k = randn(c.B * c.S * c.Hkv * c.D, 16);
+      const v = randn(c.B * c.S * c.Hkv * c.D, 17);
+      const w = randn(q.length, 18);
+      const g = refAttentionBackward(c, o, q, k, v, w);
+      expect(relErr(g.dq, finiteDiff((x) => dot(refAttention(c, o, x, k, v).out, w), q))).toBeLessThan(1e-6);
+      expect(relErr(g.dk, finiteDiff((x) => dot(refAttention(c, o, q, x, v).out, w), k))).toBeLessThan(1e-6);
+      expect(relErr(g.dv, finiteDiff((x) => dot(refAttention(c, o, q, k, x).out, w), v))).toBeLessThan(1e-6);
+    });
 
-  it('throws ConfigError for a bad window', () => {
+  it('throws ConfigError for a bad window or softcap', () => {
     const q = empty(ctx, [1, 4, 2, 16]);
+    for (const c of [0, -1, Number.POSITIVE_INFINITY]) expect(() => flashAttention(ctx, q, q, q, { softcap: c })).toThrow(ConfigError);
+    expect(() => flashAttention(ctx, q, q, q, { softcap: -1 })).toThrow(/softcap must be a positive number, got -1/);
     for (const w of [0, -2, 2.5, Number.NaN]) expect(() => flashAttention(ctx, q, q, q, { slidingWindow: w })).toThrow(ConfigError);
     expect(() => flashAttention(ctx, q, q, q, { slidingWindow: 0 })).toThrow(/slidingWindow must be a positive integer, got 0/);
     expect(() => flashAttention(ctx, q, q, q, { slidingWindow: 3, causal: false })).toThrow(/causal/);

@@ -27,6 +27,7 @@ import {
   dummyBuffer,
   fmt,
   resolveScale,
+  resolveSoftcap,
   resolveWindow,
   rowLayout,
   withMaskRule,
@@ -110,6 +111,7 @@ interface Resolved {
   scale: number;
   qOffset: number;
   window: number;
+  cap: { qscale: number; capin: number; capmul: number };
   tiles: AttentionTiles;
 }
 
@@ -122,7 +124,8 @@ function resolve(ctx: Context, q: DeviceTensor, k: DeviceTensor, v: DeviceTensor
   const tiles = opts.tiles ?? attentionTiles(ctx, dims.D);
   if (opts.tiles) checkTiles(ctx, dims.D, opts.tiles);
   const window = resolveWindow('attention', opts.slidingWindow, causal);
-  return { dims, causal, scale: resolveScale(dims.D, opts.scale), qOffset, window, tiles };
+  const scale = resolveScale(dims.D, opts.scale);
+  return { dims, causal, scale, qOffset, window, cap: resolveSoftcap('attention', scale, opts.softcap), tiles };
 }
 
 const FWD_PARAMS: ParamSpec[] = [
@@ -136,6 +139,7 @@ const FWD_PARAMS: ParamSpec[] = [
   'u32:window',
   'u32:hasMask',
   'f32:scale2',
+  'f32:capmul',
 ];
 const BWD_PARAMS: ParamSpec[] = [
   'u32:T',
@@ -149,6 +153,8 @@ const BWD_PARAMS: ParamSpec[] = [
   'u32:hasMask',
   'f32:scale',
   'f32:scale2',
+  'f32:capin',
+  'f32:capmul',
 ];
 
 /**
@@ -157,7 +163,8 @@ const BWD_PARAMS: ParamSpec[] = [
  *
  * `q` is `[B, T, Hq, D]`, `k` and `v` are `[B, S, Hkv, D]` (f32, f16 or bf16 storage, f32 math), with `Hkv`
  * dividing `Hq` (grouped-query attention: query head h reads kv head `h / (Hq / Hkv)`), `D <= 256`.
- * Returns `out = softmax(scale * q k^T + mask) v` as `f32 [B, T, Hq, D]` and the row logsumexp
+ * Returns `out = softmax(cap(scale * q k^T) + mask) v` as `f32 [B, T, Hq, D]` (`cap` the optional logit
+ * soft-capping) and the row logsumexp
  * `lse` `f32 [B, Hq, T]` that {@link flashAttentionBackward} takes. See {@link AttentionOptions} for the
  * causal alignment (`qOffset`) and the key padding mask; a row with no visible key outputs zeros.
  * @throws ShapeError when shapes or dtypes do not fit.
@@ -196,7 +203,7 @@ export function flashAttention(
     ctx.kernel(def),
     [q.buffer, k.buffer, v.buffer, mask?.buffer ?? dummyBuffer(ctx), out.buffer, lse.buffer],
     [Math.ceil(T / br), Hq, B],
-    [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, r.window, mask ? 1 : 0, r.scale * LOG2E],
+    [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, r.window, mask ? 1 : 0, r.cap.qscale, r.cap.capmul],
   );
   return { out, lse };
 }
@@ -207,7 +214,7 @@ export function flashAttention(
  * `delta = rowsum(dOut * out)`, one pass over K/V blocks (dK, dV; with grouped-query attention each kv head
  * sums over its q heads inside the loop) and one over Q blocks (dQ). Deterministic: no atomics, each output
  * element written once by one thread with a fixed summation order, so repeated runs are bit-identical.
- * Pass the same options (causal, scale, qOffset, keyMask, slidingWindow) as to the forward.
+ * Pass the same options (causal, scale, qOffset, keyMask, slidingWindow, softcap) as to the forward.
  * @throws ShapeError when shapes or dtypes do not fit.
  */
 export function flashAttentionBackward(
@@ -240,7 +247,8 @@ export function flashAttentionBackward(
   const mask = opts.keyMask;
   const maskBuf = mask?.buffer ?? dummyBuffer(ctx);
   const maskDt = mask?.dtype ?? 'u32';
-  const params = [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, r.window, mask ? 1 : 0, r.scale, r.scale * LOG2E];
+  const { capin, capmul } = r.cap;
+  const params = [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, r.window, mask ? 1 : 0, r.scale, r.scale * LOG2E, capin, capmul];
 
   const delta = empty(ctx, [B, Hq, T]);
   const rows = B * T * Hq;
