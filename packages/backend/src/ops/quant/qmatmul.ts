@@ -106,11 +106,13 @@ function tiled(ctx: Context, x: DeviceTensor, w: QuantTensor, s: DeviceTensor, b
 
 function gemv(ctx: Context, x: DeviceTensor, w: QuantTensor, s: DeviceTensor, bias: DeviceTensor, hasBias: boolean, y: DeviceTensor, M: number): void {
   const { N, K, G, nb, wpr } = w.layout;
+  const vec = x.dtype === 'f32' && K % 4 === 0 && K === w.layout.Kp && wpr % 4 === 0;
   const constants = { FMT: FMT_ID[w.spec.format], HAS_BIAS: +hasBias, DYN: +ctx.info.isSoftware };
-  const key = `dequant-gemv:${x.dtype}:${s.dtype}:${bias.dtype}:${Object.values(constants).join('')}`;
+  const key = `dequant-gemv:${x.dtype}:${s.dtype}:${bias.dtype}:${Object.values(constants).join('')}:${+vec}`;
   const k = cachedKernel(ctx, key, () => ({
     name: 'dequant-gemv',
     code: quantPrelude() + gemvWgsl,
+    entryPoint: vec ? 'main_vec' : 'main',
     bindings: [
       { name: 'x', access: 'read', dtype: x.dtype },
       { name: 'q', access: 'read', dtype: 'u32' },

@@ -225,10 +225,11 @@ describe('fused dequant-matmul', () => {
     [5, 33, 97],
     [1, 130, 260],
     [16, 9, 64],
+    [3, 40, 128], // gemv with 16-byte loads (K a multiple of every block, f32 x)
   ];
   // every shape on two formats, the others on two shapes (each kernel variant costs lavapipe a compile)
   for (const [si, spec] of [SPECS[0]!, SPECS[1]!, SPECS[3]!, SPECS[6]!, SPECS[7]!].entries())
-    for (const [M, N, K] of si === 0 || si === 3 ? shapes : shapes.slice(1, 3)) {
+    for (const [M, N, K] of si === 0 || si === 3 ? shapes : shapes.slice(1, 3).concat(shapes.slice(5))) {
       const variants = M <= 16 ? (['tiled', 'gemv'] as const) : (['tiled'] as const);
       it(`${name(spec)} [${M}, ${K}] x [${N}, ${K}]^T: ${variants.join(' and ')} forward, backward`, async () => {
         const w = weights(N, K, M + N);

@@ -1,0 +1,205 @@
+/**
+ * Quantized weights on the GPU machine (a program, not a test). Prints ONE JSON object:
+ * - `adapter`: the adapter and its subgroup-matrix configurations, with the int8 ones (i8/u8 -> i32/u32) apart;
+ * - `copy`: the vec4 copy kernel's bandwidth (bytes read + written), the yardstick of the GEMV;
+ * - `memory`: GPU bytes of the 1.1B configuration's linear weights (TinyLlama: hidden 2048, intermediate 5632,
+ *   22 layers, 4 KV heads of 64) quantized on the GPU per format, measured from the pool, against f32; and the
+ *   whole model's ratio with the embeddings and LM head (32000 x 2048 each) kept in bf16;
+ * - `gemv`: the decode shape (1 and 16 rows) per format: GPU time, bytes read (codes + scales + x), GB/s, and
+ *   the f16-weight GEMV of the same shape through `matmul` for comparison;
+ * - `tiled`: the fused dequant-matmul forward and input-gradient at training shape, TFLOP/s beside the f32 and
+ *   f16-weight `matmul`.
+ * Each fused result is checked against `matmul` on the dequantized weight (relative error printed).
+ *
+ *   bash .gpu/run.sh quant-bench [--quick] [--reps=N]
+ */
+import { createContext, type Context } from '../context';
+import { matmul } from '../ops/core/matmul';
+import { copy } from '../ops/core/transpose';
+import { quantSpec, type QuantSpec } from '../ops/quant/formats';
+import { quantLinear, quantLinearBackward } from '../ops/quant/qmatmul';
+import { dequantize, quantize, releaseQuant } from '../ops/quant/quantize';
+import { download, empty, release, upload, type DeviceTensor } from '../tensor';
+import { relErr, rng } from '../testing';
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const reps = Number(args.find((a) => a.startsWith('--reps='))?.split('=')[1] ?? (quick ? 3 : 20));
+const log = (s: string) => process.stderr.write(s + '\n');
+
+function randomData(n: number, seed: number, scale = 1): Float32Array {
+  const r = rng(seed);
+  const x = new Float32Array(n);
+  for (let i = 0; i < n; i++) x[i] = (2 * r() - 1) * scale;
+  return x;
+}
+
+/** GPU time (s) per call of f: the sum of the profiler's mean times of the kernels named, or wall time. */
+async function gpuTime(ctx: Context, names: string[], f: () => void): Promise<number> {
+  for (let i = 0; i < 2; i++) f();
+  await ctx.sync();
+  const t0 = performance.now();
+  for (let i = 0; i < reps; i++) f();
+  await ctx.sync();
+  const wall = (performance.now() - t0) / 1e3 / reps;
+  if (!ctx.profiler.enabled) return wall;
+  ctx.profiler.reset();
+  for (let i = 0; i < reps; i++) f();
+  await ctx.sync();
+  const sum = (await ctx.profiler.summary()).filter((e) => names.includes(e.name)).reduce((s, e) => s + (e.meanUs * e.count) / reps, 0);
+  return sum > 0 ? sum / 1e6 : wall;
+}
+
+const SPECS: [string, QuantSpec][] = [
+  ['int8-row', quantSpec('int8', 0)],
+  ['int4-g64', quantSpec('int4', 64)],
+  ['nf4-g64', quantSpec('nf4', 64)],
+  ['nf4-g64-dq', quantSpec('nf4', 64, true)],
+];
+
+async function main() {
+  const ctx = await createContext({ profile: true });
+  const info = ctx.info;
+  const out: Record<string, unknown> = { date: new Date().toISOString(), quick, reps };
+  const configs = (info.subgroupMatrixConfigs ?? []) as unknown as Record<string, unknown>[];
+  out.adapter = {
+    vendor: info.vendor,
+    architecture: info.architecture,
+    description: info.description,
+    isSoftware: info.isSoftware,
+    features: info.features,
+    subgroupMatrixConfigs: configs,
+    int8SubgroupMatrix: configs.filter((c) => /^[iu]8$/.test(String(c.componentType))),
+  };
+  log(`adapter: ${info.description} (${info.vendor})`);
+
+  // copy bandwidth
+  {
+    const n = quick ? 1 << 20 : 1 << 28; // f32 elements: 1 GiB
+    const src = empty(ctx, [n]);
+    const dst = empty(ctx, [n]);
+    const s = await gpuTime(ctx, ['transpose-copy'], () => copy(ctx, src, { out: dst }));
+    out.copy = { bytes: 8 * n, ms: s * 1e3, GBps: (8 * n) / s / 1e9 };
+    release(ctx, src, dst);
+    log(`copy: ${((8 * n) / s / 1e9).toFixed(0)} GB/s`);
+  }
+
+  // weight memory of the 1.1B configuration
+  {
+    const h = quick ? 256 : 2048;
+    const inter = quick ? 704 : 5632;
+    const layers = quick ? 2 : 22;
+    const kv = quick ? 32 : 256;
+    const shapes: [number, number][] = [
+      [h, h],
+      [kv, h],
+      [kv, h],
+      [h, h],
+      [inter, h],
+      [inter, h],
+      [h, inter],
+    ];
+    const src = new Map<string, DeviceTensor>();
+    for (const [N, K] of shapes) if (!src.has(`${N}x${K}`)) src.set(`${N}x${K}`, upload(ctx, randomData(N * K, N + K, 0.02), [N, K], 'bf16'));
+    const linearParams = layers * shapes.reduce((s, [N, K]) => s + N * K, 0);
+    const embed = 2 * 32000 * h;
+    const mem: Record<string, unknown> = { linearParams, f32Bytes: 4 * linearParams };
+    for (const [name, spec] of SPECS) {
+      await ctx.sync();
+      const before = ctx.memory.live;
+      const qs = [];
+      for (let l = 0; l < layers; l++) for (const [N, K] of shapes) qs.push(quantize(ctx, src.get(`${N}x${K}`)!, spec));
+      await ctx.sync();
+      const bytes = ctx.memory.live - before;
+      mem[name] = {
+        bytes,
+        ratioLinears: bytes / (4 * linearParams),
+        ratioWholeModel: (bytes + 2 * embed) / (4 * (linearParams + embed)),
+      };
+      for (const q of qs) releaseQuant(ctx, q);
+      ctx.trimPool();
+    }
+    for (const t of src.values()) release(ctx, t);
+    out.memory = mem;
+    log(`memory: ${JSON.stringify(mem)}`);
+  }
+
+  // decode GEMV
+  {
+    const shapes: [number, number][] = quick ? [[256, 512]] : [[5632, 2048], [4096, 4096], [14336, 4096]];
+    const rows = [];
+    for (const [N, K] of shapes) {
+      const w = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
+      for (const M of [1, 16]) {
+        const x = upload(ctx, randomData(M * K, 9), [M, K]);
+        const yF16 = empty(ctx, [M, N]);
+        const tF16 = await gpuTime(ctx, ['matmul-v0', 'matmul-v1', 'matmul-v4', 'matmul-v5'], () => matmul(ctx, x, w, { transB: true, out: yF16 }));
+        const ref = await download(ctx, yF16);
+        for (const [name, spec] of SPECS) {
+          const q = quantize(ctx, w, spec);
+          const wd = dequantize(ctx, q);
+          const refQ = await download(ctx, matmul(ctx, x, wd, { transB: true }));
+          const y = empty(ctx, [M, N]);
+          const t = await gpuTime(ctx, ['dequant-gemv', 'dequant-dq-scales'], () => quantLinear(ctx, x, q, { out: y, variant: 'gemv' }));
+          const err = relErr(await download(ctx, y), refQ);
+          const codeBytes = N * q.layout.wpr * 4;
+          const scaleBytes = spec.doubleQuant ? N * q.layout.nb * (1 + 4 / 256) : N * q.layout.nb * (q.layout.scaleDtype === 'f16' ? 2 : 4);
+          const read = codeBytes + scaleBytes + M * K * 4;
+          rows.push({
+            N, K, M, format: name,
+            us: t * 1e6,
+            bytesRead: read,
+            GBps: read / t / 1e9,
+            f16us: tF16 * 1e6,
+            speedupVsF16: tF16 / t,
+            relErrVsDequantMatmul: err,
+            quantNoiseVsF16: relErr(refQ, ref),
+          });
+          log(`gemv ${name} [${M}x${K}]x[${N}x${K}]^T: ${(t * 1e6).toFixed(1)} us, ${(read / t / 1e9).toFixed(0)} GB/s, f16 ${(tF16 * 1e6).toFixed(1)} us`);
+          releaseQuant(ctx, q);
+          release(ctx, wd, y);
+        }
+        release(ctx, x, yF16);
+      }
+      release(ctx, w);
+    }
+    out.gemv = rows;
+  }
+
+  // training shape
+  {
+    const [M, N, K] = quick ? [256, 704, 256] : [4096, 5632, 2048];
+    const flops = 2 * M * N * K;
+    const w32 = upload(ctx, randomData(N * K, 3, 0.02), [N, K]);
+    const w16 = upload(ctx, randomData(N * K, 3, 0.02), [N, K], 'f16');
+    const x = upload(ctx, randomData(M * K, 4), [M, K]);
+    const dy = upload(ctx, randomData(M * N, 5), [M, N]);
+    const y = empty(ctx, [M, N]);
+    const dx = empty(ctx, [M, K]);
+    const mm = ['matmul-v0', 'matmul-v1', 'matmul-v4', 'matmul-v5'];
+    const t32 = await gpuTime(ctx, mm, () => matmul(ctx, x, w32, { transB: true, out: y }));
+    const t16 = await gpuTime(ctx, mm, () => matmul(ctx, x, w16, { transB: true, out: y }));
+    const tb32 = await gpuTime(ctx, mm, () => matmul(ctx, dy, w32, { out: dx }));
+    const rows: Record<string, unknown>[] = [{ format: 'f32-weight', fwdTflops: flops / t32 / 1e12, bwdTflops: flops / tb32 / 1e12 }, { format: 'f16-weight', fwdTflops: flops / t16 / 1e12 }];
+    for (const [name, spec] of SPECS) {
+      const q = quantize(ctx, w32, spec);
+      const wd = dequantize(ctx, q);
+      const tf = await gpuTime(ctx, ['dequant-matmul', 'dequant-dq-scales'], () => quantLinear(ctx, x, q, { out: y, variant: 'tiled' }));
+      const errF = relErr(await download(ctx, y), await download(ctx, matmul(ctx, x, wd, { transB: true })));
+      const tb = await gpuTime(ctx, ['dequant-matmul', 'dequant-dq-scales'], () => quantLinearBackward(ctx, dy, q, dx));
+      const errB = relErr(await download(ctx, dx), await download(ctx, matmul(ctx, dy, wd)));
+      rows.push({ format: name, fwdTflops: flops / tf / 1e12, bwdTflops: flops / tb / 1e12, fwdMs: tf * 1e3, bwdMs: tb * 1e3, relErrFwd: errF, relErrBwd: errB });
+      log(`tiled ${name}: fwd ${(flops / tf / 1e12).toFixed(2)} TFLOP/s, bwd ${(flops / tb / 1e12).toFixed(2)}`);
+      releaseQuant(ctx, q);
+      release(ctx, wd);
+    }
+    out.tiled = { M, N, K, rows };
+  }
+  process.stdout.write(JSON.stringify(out, null, 1) + '\n');
+  ctx.destroy();
+}
+
+main().catch((e) => {
+  process.stderr.write(`quant-bench: ${(e as Error).stack ?? e}\n`);
+  process.exit(1);
+});
