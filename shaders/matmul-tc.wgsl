@@ -5,7 +5,8 @@
 // Bindings: a (read, f16 storage), b (read, f16 storage), bias (read, [N] any float dtype; A again when HAS_BIAS is
 //   false), c (rw f32, [batch, M, N]). a and b are re-declared below as vec4u arrays on the same binding numbers
 //   (8 packed halves per 16-byte load; the generated scalar declarations stay unused).
-// Params: M, N, K, sa, sb (batch strides of a and b in elements; 0 broadcasts), alpha, one (unused here).
+// Params: M, N, K, sa, sb (batch strides of a and b in elements; 0 broadcasts), alpha, one (unused here), lda,
+//   ldb (row strides of a and b as stored, as in matmul.wgsl).
 // Prepended by the wrapper (ops/core/matmul-tc.ts), from the adapter's subgroup-matrix configuration and the tile:
 //   SM x SN x SK (one subgroup matrix product: [SM, SK] x [SK, SN]), SG (subgroup size), SGM x SGN subgroups per
 //   workgroup, each owning FM x FN result matrices (a WM x WN = FM*SM x FN*SN block of C), BM = SGM*WM,
@@ -64,11 +65,11 @@ fn fetchA(bo: u32, m0: u32, k0: u32, lid: u32) {
       var ok: bool;
       var lim: u32;
       if (!A_T) {
-        e = bo + (m0 + r) * p.K + k0 + c;
+        e = bo + (m0 + r) * p.lda + k0 + c;
         ok = m0 + r < p.M;
         lim = select(0u, p.K - k0 - c, k0 + c < p.K);
       } else {
-        e = bo + (k0 + r) * p.M + m0 + c;
+        e = bo + (k0 + r) * p.lda + m0 + c;
         ok = k0 + r < p.K;
         lim = select(0u, p.M - m0 - c, m0 + c < p.M);
       }
@@ -99,11 +100,11 @@ fn fetchB(bo: u32, n0: u32, k0: u32, lid: u32) {
       var ok: bool;
       var lim: u32;
       if (!B_T) {
-        e = bo + (k0 + r) * p.N + n0 + c;
+        e = bo + (k0 + r) * p.ldb + n0 + c;
         ok = k0 + r < p.K;
         lim = select(0u, p.N - n0 - c, n0 + c < p.N);
       } else {
-        e = bo + (n0 + r) * p.K + k0 + c;
+        e = bo + (n0 + r) * p.ldb + k0 + c;
         ok = n0 + r < p.N;
         lim = select(0u, p.K - k0 - c, k0 + c < p.K);
       }

@@ -4,7 +4,9 @@
 // Bindings: a (read: f32, f16 or bf16), b (read: f32, f16 or bf16), bias (read, [N] any float dtype; A again
 //   when HAS_BIAS is false), c (rw f32, [batch, M, N]). a, b and c are re-declared below as vec4 arrays on
 //   the same binding numbers (the generated scalar declarations stay unused): 16-byte loads and stores.
-// Params: M, N, K, sa, sb (batch strides of a and b in elements; 0 broadcasts), alpha.
+// Params: M, N, K, sa, sb (batch strides of a and b in elements; 0 broadcasts), alpha, one (1: see DYN), lda,
+//   ldb (row strides of a and b as stored, in elements: K or M for A, N or K for B when contiguous; larger for
+//   split-K chunks and other views).
 // Tile constants, prepended by the TypeScript wrapper per variant (matmul-v1, -v2, ...):
 //   BM x BN workgroup tile of C, BK the K-slice staged per step, TM x TN outputs per thread (multiples of 4),
 //   WTX: thread columns per warp (a warp covers WTX x 32/WTX thread positions of the TX x TY thread grid),
@@ -66,13 +68,13 @@ fn fetchA(bo: u32, m0: u32, k0: u32, lid: u32) {
       if (!TRANS_A) {
         let m = m0 + q / (BK / 4u);
         let k = k0 + (q % (BK / 4u)) * 4u;
-        e = bo + m * p.K + k;
+        e = bo + m * p.lda + k;
         ok0 = m < p.M;
         lim = select(0u, p.K - k, k < p.K);
       } else {
         let k = k0 + q / (BM / 4u);
         let m = m0 + (q % (BM / 4u)) * 4u;
-        e = bo + k * p.M + m;
+        e = bo + k * p.lda + m;
         ok0 = k < p.K;
         lim = select(0u, p.M - m, m < p.M);
       }
@@ -107,13 +109,13 @@ fn fetchB(bo: u32, n0: u32, k0: u32, lid: u32) {
       if (TRANS_B) {
         let n = n0 + q / (BK / 4u);
         let k = k0 + (q % (BK / 4u)) * 4u;
-        e = bo + n * p.K + k;
+        e = bo + n * p.ldb + k;
         ok0 = n < p.N;
         lim = select(0u, p.K - k, k < p.K);
       } else {
         let k = k0 + q / (BN / 4u);
         let n = n0 + (q % (BN / 4u)) * 4u;
-        e = bo + k * p.N + n;
+        e = bo + k * p.ldb + n;
         ok0 = k < p.K;
         lim = select(0u, p.N - n, n < p.N);
       }

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext, type Context } from '../../context';
 import { randn, relErr } from '../../testing';
-import { download, poison, upload } from '../../tensor';
-import { matmul } from './matmul';
+import { download, poison, release, upload } from '../../tensor';
+import { matmulRef } from './core.ref';
+import { matmul, type MatmulVariant } from './matmul';
 
 let ctx: Context;
 beforeAll(async () => {
@@ -10,22 +11,49 @@ beforeAll(async () => {
 });
 afterAll(() => ctx.destroy());
 
-describe('split-K matmul (TN, the weight-gradient shape)', () => {
-  it('matches the float64 reference and the unsplit kernel, into a poisoned out', async () => {
+describe('split-K matmul (skinny products: LoRA and weight gradients)', () => {
+  // K chunks are a batch with strides into the whole operands (row strides lda / ldb stay those of A and B)
+  it.each([
+    ['TN', true, false],
+    ['NN', false, false],
+    ['NT', false, true],
+  ] as const)('%s matches the float64 reference for several chunk counts, into a poisoned out', async (_l, transA, transB) => {
     const [K, M, N] = [96, 13, 10];
     const a = randn(K * M, 21);
     const b = randn(K * N, 22);
-    const ref = new Float64Array(M * N);
-    for (let i = 0; i < M; i++) for (let j = 0; j < N; j++) for (let k = 0; k < K; k++) ref[i * N + j]! += a[k * M + i]! * b[k * N + j]!;
-    const A = upload(ctx, a, [K, M]);
-    const B = upload(ctx, b, [K, N]);
+    const ref = matmulRef(a, b, { M, N, K, batch: 1, sa: 0, sb: 0, transA, transB, alpha: 0.5 });
+    const A = upload(ctx, a, transA ? [K, M] : [M, K]);
+    const B = upload(ctx, b, transB ? [N, K] : [K, N]);
     for (const s of [1, 4, 6]) {
       const out = upload(ctx, new Float32Array(M * N), [M, N]);
       poison(ctx, out);
-      matmul(ctx, A, B, { transA: true, splitK: s, out, alpha: 0.5 });
-      expect(relErr(await download(ctx, out), ref.map((x) => 0.5 * x)), `splitK ${s}`).toBeLessThan(1e-5);
+      matmul(ctx, A, B, { transA, transB, splitK: s, out, alpha: 0.5 });
+      expect(relErr(await download(ctx, out), ref), `splitK ${s}`).toBeLessThan(1e-5);
+      release(ctx, out);
     }
-    expect(() => matmul(ctx, A, B, { transA: true, splitK: 5 })).toThrow(/divisor/);
-    expect(() => matmul(ctx, A, B, { splitK: 2 })).toThrow();
+    expect(() => matmul(ctx, A, B, { transA, transB, splitK: 5 })).toThrow(/divisor/);
+    expect(() => matmul(ctx, A, B, { transA, transB, splitK: 2, bias: upload(ctx, new Float32Array(N), [N]) })).toThrow(/splitK/);
+    release(ctx, A, B);
+  });
+
+  it('skinny tiles v6 (N <= 16) and v7 (M <= 16), split and not, at tile and non-tile sizes', async () => {
+    const cases: [MatmulVariant, number, number, number, boolean, boolean, number][] = [
+      ['v6', 130, 16, 64, false, true, 1],
+      ['v6', 77, 7, 48, false, false, 4],
+      ['v7', 16, 130, 64, true, false, 2],
+      ['v7', 5, 67, 40, true, false, 1],
+    ];
+    for (const [variant, M, N, K, transA, transB, s] of cases) {
+      const a = randn(K * M, M + N);
+      const b = randn(K * N, K);
+      const A = upload(ctx, a, transA ? [K, M] : [M, K]);
+      const B = upload(ctx, b, transB ? [N, K] : [K, N]);
+      const out = upload(ctx, new Float32Array(M * N), [M, N]);
+      poison(ctx, out);
+      matmul(ctx, A, B, { transA, transB, out, variant, splitK: s });
+      const want = matmulRef(a, b, { M, N, K, batch: 1, sa: 0, sb: 0, transA, transB });
+      expect(relErr(await download(ctx, out), want), `${variant} ${M}x${N}x${K} split ${s}`).toBeLessThan(1e-5);
+      release(ctx, A, B, out);
+    }
   });
 });

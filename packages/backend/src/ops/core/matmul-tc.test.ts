@@ -82,7 +82,7 @@ describe('tensor-core path selection (runs everywhere)', () => {
           { name: 'bias', access: 'read', dtype: 'f32' },
           { name: 'c', access: 'rw', dtype: 'f32' },
         ],
-        params: ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one'],
+        params: ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one', 'u32:lda', 'u32:ldb'],
         enables: ['f16', 'subgroups'],
       });
       ctx.device.pushErrorScope('validation');

@@ -144,6 +144,9 @@ export interface TcLaunch {
   batch: number;
   sa: number;
   sb: number;
+  /** Row strides of A and B as stored (elements). */
+  lda: number;
+  ldb: number;
   alpha: number;
   transA: boolean;
   transB: boolean;
@@ -168,7 +171,7 @@ export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number
 /** WGSL extensions of the tensor-core kernel (`subgroups` for the subgroup_id / subgroup_invocation_id builtins). */
 export const TC_ENABLES = ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'];
 
-const PARAMS: readonly ParamSpec[] = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one'];
+const PARAMS: readonly ParamSpec[] = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one', 'u32:lda', 'u32:ldb'];
 
 /** Encode one tensor-core matmul (operands already checked by `matmul`: f16 A and B, f32 C). */
 export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: [BufferBinding, BufferBinding, BufferBinding, BufferBinding]): Kernel {
@@ -177,11 +180,9 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
     const why = tcTileProblem(t, plan, ctx.info.limits, l.transA, l.transB);
     if (why) throw new ShapeError(`matmul: tensor-core tile ${JSON.stringify(t)}: ${why}`);
   }
-  const contA = l.transA ? l.M : l.K;
-  const contB = l.transB ? l.K : l.N;
   const flags: TcFlags = {
-    VEC_A: contA % 8 === 0 && l.sa % 8 === 0,
-    VEC_B: contB % 8 === 0 && l.sb % 8 === 0,
+    VEC_A: l.lda % 8 === 0 && l.sa % 8 === 0,
+    VEC_B: l.ldb % 8 === 0 && l.sb % 8 === 0,
     HAS_BIAS: l.hasBias,
     ACCUM: l.accumulate,
     DIRECT: !l.hasBias && !l.accumulate && tcTuning.direct,
@@ -204,7 +205,7 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
   const x = Math.ceil(l.N / t.bn);
   const y = Math.ceil(l.M / t.bm);
   if (x > 65535 || y > 65535) throw new ShapeError(`matmul: ${y} x ${x} workgroup tiles are more than one dispatch takes`);
-  ctx.dispatch(k, bufs, [x, y, l.batch], [l.M, l.N, l.K, l.sa, l.sb, l.alpha, 1]);
+  ctx.dispatch(k, bufs, [x, y, l.batch], [l.M, l.N, l.K, l.sa, l.sb, l.alpha, 1, l.lda, l.ldb]);
   return k;
 }
 

@@ -38,6 +38,10 @@ export const MATMUL_VARIANTS = {
   v3: { bm: 128, bn: 64, bk: 8, tm: 8, tn: 8, wtx: 8 },
   v4: { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, gm: 8 },
   v5: { bm: 128, bn: 64, bk: 8, tm: 8, tn: 8, wtx: 8, gm: 8 },
+  /** Skinny N (LoRA's x A^T and dY B with N = r <= 16): 128 rows x 16 columns per workgroup. */
+  v6: { bm: 128, bn: 16, bk: 16, tm: 8, tn: 4 },
+  /** Skinny M (LoRA's dA = du^T x with M = r <= 16): 16 rows x 128 columns per workgroup. */
+  v7: { bm: 16, bn: 128, bk: 16, tm: 4, tn: 8 },
 } as const satisfies Record<string, MatmulTile | null>;
 export type MatmulVariant = keyof typeof MATMUL_VARIANTS;
 
@@ -50,6 +54,8 @@ export const MATMUL_SMALL: MatmulVariant = 'v1';
 export const MATMUL_SOFTWARE: MatmulVariant = 'v0';
 /** `auto` falls back to MATMUL_SMALL below this many workgroups of the default tile. */
 const MIN_TILES = 264;
+/** `auto` takes the skinny tiles (v6, v7) when N (or M) is at most this. */
+const SKINNY = 16;
 
 /** Options of `matmul`. */
 export interface MatmulOptions {
@@ -130,16 +136,6 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
   checkBinding(ctx, a, 'matmul', 'A');
   checkBinding(ctx, b, 'matmul', 'B');
   checkBinding(ctx, opts.out ?? { buffer: a.buffer, dtype: 'f32', shape }, 'matmul', 'C');
-  const splits = splitK(ctx, M, N, K, batch, transA, transB, opts);
-  if (splits > 1) {
-    // few output tiles and a long K (weight gradients dW = dY^T X): compute partial products over K chunks as a
-    // batch (A [K, M] and B [K, N] split into contiguous row blocks), then sum them in a fixed order
-    const kc = K / splits;
-    const part = matmul(ctx, { ...a, shape: [splits, kc, M] }, { ...b, shape: [splits, kc, N] }, { transA: true, alpha: opts.alpha, splitK: 1 });
-    const r = reduce(ctx, 'sum', part, 0, { out: opts.out });
-    ctx.release(part.buffer);
-    return r;
-  }
   const c = opts.out ?? empty(ctx, shape);
   if (M * N * batch === 0) return c;
   let Mk = M;
@@ -150,61 +146,112 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
     batch = 1;
     sa = 0;
   }
+  const lda = transA ? Mk : K;
+  const ldb = transB ? K : N;
   const path = matmulPath(ctx, a.dtype, b.dtype, opts);
-  if (path.tc) {
-    const bias = opts.bias?.buffer ?? a.buffer;
-    matmulTc(
-      ctx,
-      path.tc,
-      {
-        M: Mk, N, K, batch, sa, sb, alpha: opts.alpha ?? 1, transA, transB,
-        biasDtype: opts.bias?.dtype ?? 'f16', hasBias: !!opts.bias, accumulate: !!opts.accumulate, tile: opts.tcTile,
-      },
-      [a.buffer, b.buffer, bias, c.buffer],
-    );
+  let variant = opts.variant ?? 'auto';
+  if (variant === 'auto' && !path.tc) variant = autoVariant(ctx, Mk, N, batch, transA, transB);
+  if (!path.tc && !Object.hasOwn(MATMUL_VARIANTS, variant)) throw new ShapeError(`matmul: unknown variant '${variant}'`);
+  const tileOf = path.tc ? null : opts.tile ?? MATMUL_VARIANTS[variant as MatmulVariant];
+  const splits = splitK(ctx, Mk, N, K, batch, tileOf, opts);
+  if (splits > 1) {
+    // few output tiles and a long K: partial products over K chunks as a batch (chunk z starts z * kc along K;
+    // the row strides stay those of the whole operands), then summed over the chunks in a fixed order
+    const kc = K / splits;
+    const part = empty(ctx, [splits, Mk, N]);
+    encode(ctx, a, b, part, path, variant, opts, {
+      M: Mk, N, K: kc, batch: splits, transA, transB, lda, ldb,
+      sa: transA ? kc * lda : kc,
+      sb: transB ? kc : kc * ldb,
+      alpha: opts.alpha ?? 1, accumulate: false, bias: undefined,
+    });
+    reduce(ctx, 'sum', part, 0, { out: c });
+    ctx.release(part.buffer);
     return c;
   }
-  let variant = opts.variant ?? 'auto';
-  if (variant === 'auto') {
-    const big = MATMUL_DEFAULT[`${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`];
-    const t = MATMUL_VARIANTS[big] ?? MATMUL_VARIANTS.v2;
-    if (ctx.info.isSoftware) variant = MATMUL_SOFTWARE;
-    else variant = Math.ceil(Mk / t.bm) * Math.ceil(N / t.bn) * batch < MIN_TILES ? MATMUL_SMALL : big;
+  encode(ctx, a, b, c, path, variant, opts, {
+    M: Mk, N, K, batch, sa, sb, lda, ldb, transA, transB, alpha: opts.alpha ?? 1, accumulate: !!opts.accumulate, bias: opts.bias,
+  });
+  return c;
+}
+
+/** One product as the kernels see it: sizes, batch and row strides in elements, epilogue. */
+interface Launch {
+  M: number;
+  N: number;
+  K: number;
+  batch: number;
+  sa: number;
+  sb: number;
+  lda: number;
+  ldb: number;
+  transA: boolean;
+  transB: boolean;
+  alpha: number;
+  accumulate: boolean;
+  bias: DeviceTensor | undefined;
+}
+
+/** The variant `auto` picks: software adapters the reference; skinny products (N or M at most SKINNY) the
+ *  skinny tiles; products with few tiles of the default tile the small tile; the rest the layout's default. */
+function autoVariant(ctx: Context, M: number, N: number, batch: number, transA: boolean, transB: boolean): MatmulVariant {
+  if (ctx.info.isSoftware) return MATMUL_SOFTWARE;
+  if (N <= SKINNY && M > SKINNY) return 'v6';
+  if (M <= SKINNY && N > SKINNY) return 'v7';
+  const big = MATMUL_DEFAULT[`${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`];
+  const t = MATMUL_VARIANTS[big] ?? MATMUL_VARIANTS.v2;
+  return Math.ceil(M / t.bm) * Math.ceil(N / t.bn) * batch < MIN_TILES ? MATMUL_SMALL : big;
+}
+
+/** Encode one launch on the tensor cores (path.tc) or the portable kernel of `variant` / `opts.tile`. */
+function encode(
+  ctx: Context,
+  a: DeviceTensor,
+  b: DeviceTensor,
+  c: DeviceTensor,
+  path: { tc: TensorCorePlan | null },
+  variant: MatmulVariant | 'auto',
+  opts: MatmulOptions,
+  L: Launch,
+): void {
+  const { M: Mk, N, K, batch, sa, sb, lda, ldb, transA, transB } = L;
+  if (Mk * N * batch === 0) return;
+  const bias = L.bias?.buffer ?? a.buffer;
+  if (path.tc) {
+    matmulTc(ctx, path.tc, { ...L, biasDtype: L.bias?.dtype ?? 'f16', hasBias: !!L.bias, tile: opts.tcTile }, [a.buffer, b.buffer, bias, c.buffer]);
+    return;
   }
-  if (!Object.hasOwn(MATMUL_VARIANTS, variant)) throw new ShapeError(`matmul: unknown variant '${variant}'`);
   if (batch > 65535) throw new ShapeError(`matmul: a batch of ${batch} is more than one dispatch takes (65535)`);
-  // without a bias the kernel never reads binding 3: bind A there again (read-only bindings may alias)
-  const bias = opts.bias?.buffer ?? a.buffer;
-  const biasDtype = opts.bias?.dtype ?? a.dtype;
+  // without a bias the kernel never reads binding 3: A is bound there again (read-only bindings may alias)
+  const biasDtype = L.bias?.dtype ?? a.dtype;
   const flags = {
     TRANS_A: +transA,
     TRANS_B: +transB,
-    HAS_BIAS: +!!opts.bias,
-    ACCUM: +!!opts.accumulate,
+    HAS_BIAS: +!!L.bias,
+    ACCUM: +L.accumulate,
   };
-  const params = [Mk, N, K, sa, sb, opts.alpha ?? 1, 1];
+  const params = [Mk, N, K, sa, sb, L.alpha, 1, lda, ldb];
   const bindings = [
     { name: 'a', access: 'read', dtype: a.dtype },
     { name: 'b', access: 'read', dtype: b.dtype },
     { name: 'bias', access: 'read', dtype: biasDtype },
     { name: 'c', access: 'rw', dtype: 'f32' },
   ] as const;
-  const PARAMS = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one'] as const;
+  const PARAMS = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one', 'u32:lda', 'u32:ldb'] as const;
+  if (variant === 'auto') throw new ShapeError('matmul: internal: no variant chosen');
   const tile = opts.tile ? checkTile(ctx, opts.tile) : MATMUL_VARIANTS[variant];
   const tname = opts.tile ? tileName(tile!) : variant;
   if (!tile) {
     const key = `mm:v0:${a.dtype}:${b.dtype}:${biasDtype}:${Object.values(flags).join('')}`;
     const k = cachedKernel(ctx, key, () => ({ name: 'matmul-v0', code: refWgsl, bindings, params: PARAMS, constants: flags }));
     grid(ctx, k, [a.buffer, b.buffer, bias, c.buffer], Math.ceil(N / 16), Math.ceil(Mk / 16), batch, params);
-    return c;
+    return;
   }
   // 16-byte loads need the contiguous dim (and the batch stride) to be a multiple of the vector width
   const w = (dt: DType) => 4 * formatOf(dt).perWord;
-  const contA = transA ? Mk : K;
-  const contB = transB ? K : N;
   const vec = {
-    VEC_A: +(contA % w(a.dtype) === 0 && sa % w(a.dtype) === 0),
-    VEC_B: +(contB % w(b.dtype) === 0 && sb % w(b.dtype) === 0),
+    VEC_A: +(lda % w(a.dtype) === 0 && sa % w(a.dtype) === 0),
+    VEC_B: +(ldb % w(b.dtype) === 0 && sb % w(b.dtype) === 0),
     VEC_C: +(N % 4 === 0),
   };
   const constants = { DYN: +ctx.info.isSoftware, ...flags, ...vec };
@@ -217,7 +264,6 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
     constants,
   }));
   grid(ctx, k, [a.buffer, b.buffer, bias, c.buffer], Math.ceil(N / tile.bn), Math.ceil(Mk / tile.bm), batch, params);
-  return c;
 }
 
 /**
@@ -315,18 +361,20 @@ export function checkTile(ctx: Context, t: MatmulTile): MatmulTile {
 /** Outputs per workgroup tile that split-K aims to fill the GPU with (about 4 workgroups per SM on an H100). */
 const SPLIT_TARGET = 528;
 
-/** How many K chunks a TN product of one batch element is split into (1: none). */
-function splitK(ctx: Context, M: number, N: number, K: number, batch: number, transA: boolean, transB: boolean, opts: MatmulOptions): number {
+/** How many K chunks an unbatched product is split into (1: none): `opts.splitK`, or under `auto` on GPUs enough
+ *  chunks of at least 256 to give the product about SPLIT_TARGET workgroups when its tile leaves the GPU idle. */
+function splitK(ctx: Context, M: number, N: number, K: number, batch: number, tile: MatmulTile | null, opts: MatmulOptions): number {
   if (opts.splitK !== undefined) {
     if (!Number.isInteger(opts.splitK) || opts.splitK < 1 || K % opts.splitK)
       throw new ShapeError(`matmul: splitK ${opts.splitK} must be a positive divisor of K = ${K}`);
-    if (opts.splitK > 1 && (!transA || transB || batch !== 1 || opts.accumulate || opts.bias))
-      throw new ShapeError('matmul: splitK is supported for unbatched TN products without bias or accumulate');
+    if (opts.splitK > 1 && (batch !== 1 || opts.accumulate || opts.bias))
+      throw new ShapeError('matmul: splitK is supported for unbatched products without bias or accumulate');
     return opts.splitK;
   }
-  if ((opts.variant ?? 'auto') !== 'auto' || opts.tile || ctx.info.isSoftware) return 1;
-  if (!transA || transB || batch !== 1 || opts.accumulate || opts.bias || K < 1024) return 1;
-  const tiles = Math.ceil(M / 64) * Math.ceil(N / 64);
+  if (opts.tile || ctx.info.isSoftware) return 1;
+  if (batch !== 1 || opts.accumulate || opts.bias || K < 1024) return 1;
+  const t = tile ?? { bm: 64, bn: 64 };
+  const tiles = Math.ceil(M / t.bm) * Math.ceil(N / t.bn);
   if (tiles >= MIN_TILES) return 1;
   let s = Math.min(16, Math.ceil(SPLIT_TARGET / tiles), Math.floor(K / 256));
   while (s > 1 && K % s) s--;
