@@ -1,11 +1,15 @@
 import { z } from 'zod';
 import { TokenizerError } from '../errors';
+import type { ScannedBpe } from './bpe-json-scan';
 import { parseComponent } from './component';
+import { MAX_TOKEN_ID, TokenTable } from './token-table';
 
-export const bpeSchema = z.object({
+/** The BPE model's options; `vocab` and `merges` (hundreds of thousands of entries) are checked by hand, in one
+ *  pass that also builds the tables (a schema validator costs more than the rest of loading). */
+const bpeOptionsSchema = z.object({
   type: z.literal('BPE').optional(),
-  vocab: z.record(z.string(), z.number().int().nonnegative()),
-  merges: z.array(z.union([z.string(), z.tuple([z.string(), z.string()])])).default([]),
+  vocab: z.unknown(),
+  merges: z.unknown(),
   unk_token: z.string().nullable().optional(),
   continuing_subword_prefix: z.string().nullable().optional(),
   end_of_word_suffix: z.string().nullable().optional(),
@@ -112,11 +116,11 @@ const CACHE_WORD_LENGTH = 256;
  * priority queue over pair positions (O(n log n) per word) and a cache of recent words.
  */
 export class BpeModel {
-  readonly vocab: ReadonlyMap<string, number>;
-  private readonly idToTok: string[] = [];
+  readonly vocab: TokenTable;
+  private readonly idToTok: string[];
   /** (left id, right id) -> merge rank (an index into newIds). */
   private readonly pairs: PairTable;
-  private readonly newIds: number[] = [];
+  private readonly newIds: Int32Array;
   private readonly unkId: number | undefined;
   private readonly prefix: string | null;
   private readonly suffix: string | null;
@@ -127,44 +131,86 @@ export class BpeModel {
   private readonly unkToken: string | null;
   private cache = new Map<string, number[]>();
 
-  constructor(json: unknown, private readonly where: string) {
-    const o = parseComponent(bpeSchema, json, where);
-    const vocab = new Map<string, number>();
-    for (const [tok, id] of Object.entries(o.vocab)) {
-      if (id >= 2 ** 26) throw new TokenizerError(`${where}: vocab id ${id} of '${tok}' is too large`);
-      vocab.set(tok, id);
-      this.idToTok[id] = tok;
-    }
-    this.vocab = vocab;
-    this.prefix = o.continuing_subword_prefix ?? null;
-    this.suffix = o.end_of_word_suffix ?? null;
+  /**
+   * @param json the `model` object of a tokenizer.json
+   * @param scanned its vocab and merges as `scanBpeJson` read them from the text (then `json` has them empty)
+   */
+  constructor(json: unknown, private readonly where: string, scanned?: ScannedBpe) {
+    const o = parseComponent(bpeOptionsSchema, json, where);
+    this.prefix = o.continuing_subword_prefix || null;
+    this.suffix = o.end_of_word_suffix || null;
     this.fuseUnk = o.fuse_unk;
     this.byteFallback = o.byte_fallback;
     this.ignoreMerges = o.ignore_merges;
     this.unkToken = o.unk_token ?? null;
-    this.unkId = this.unkToken === null ? undefined : vocab.get(this.unkToken);
-    for (let b = 0; b < 256; b++) this.byteIds[b] = vocab.get(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
-    const prefixLen = this.prefix?.length ?? 0;
-    if (o.merges.length >= 2 ** 21) throw new TokenizerError(`${where}: ${o.merges.length} merges are more than this implementation supports (2^21)`);
-    this.pairs = new PairTable(o.merges.length);
-    o.merges.forEach((m, rank) => {
-      let a: string;
-      let b: string;
-      if (typeof m === 'string') {
-        const parts = m.split(' ');
-        if (parts.length !== 2) throw new TokenizerError(`${where}: merges[${rank}] ${JSON.stringify(m)} is not two tokens separated by one space`);
-        [a, b] = parts as [string, string];
-      } else [a, b] = m;
-      const ia = vocab.get(a);
-      const ib = vocab.get(b);
-      if (ia === undefined) throw new TokenizerError(`${where}: merges[${rank}] uses '${a}', which is not in the vocab`);
-      if (ib === undefined) throw new TokenizerError(`${where}: merges[${rank}] uses '${b}', which is not in the vocab`);
-      const merged = a + (prefixLen && b.startsWith(this.prefix!) ? b.slice(prefixLen) : b);
-      const id = vocab.get(merged);
-      if (id === undefined) throw new TokenizerError(`${where}: merges[${rank}] makes '${merged}', which is not in the vocab`);
-      this.pairs.set(ia, ib, rank);
-      this.newIds[rank] = id;
-    });
+    if (scanned) this.vocab = scanned.vocab;
+    else {
+      if (typeof o.vocab !== 'object' || o.vocab === null || Array.isArray(o.vocab)) throw new TokenizerError(`${where}: 'vocab': expected an object of token: id`);
+      const v = o.vocab as Record<string, unknown>;
+      const table = new TokenTable(1024);
+      for (const tok in v) {
+        if (!Object.hasOwn(v, tok)) continue;
+        const id = v[tok];
+        if (typeof id !== 'number' || !Number.isInteger(id) || id < 0)
+          throw new TokenizerError(`${where}: 'vocab.${tok}': expected a non-negative integer id, got ${JSON.stringify(id)}`);
+        if (id >= MAX_TOKEN_ID) throw new TokenizerError(`${where}: vocab id ${id} of '${tok}' is too large`);
+        table.set(tok, id);
+      }
+      this.vocab = table;
+    }
+    this.idToTok = this.vocab.idToToken;
+    this.unkId = this.unkToken === null ? undefined : this.vocab.get(this.unkToken);
+    for (let b = 0; b < 256; b++) this.byteIds[b] = this.vocab.get(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
+    const merges = scanned ? scanned.left : (o.merges ?? []);
+    if (!Array.isArray(merges)) throw new TokenizerError(`${where}: 'merges': expected an array`);
+    if (merges.length >= 2 ** 21) throw new TokenizerError(`${where}: ${merges.length} merges are more than this implementation supports (2^21)`);
+    this.pairs = new PairTable(merges.length);
+    this.newIds = new Int32Array(merges.length);
+    if (scanned) {
+      const { left, right, merged } = scanned;
+      for (let rank = 0; rank < left.length; rank++) {
+        let id = merged[rank]!;
+        const a = left[rank]!;
+        const b = right[rank]!;
+        if (id < 0 || this.prefix) {
+          const ta = this.idToTok[a]!;
+          const tb = this.idToTok[b]!;
+          const m = this.mergedToken(ta, tb);
+          id = this.vocab.get(m) ?? -1;
+          if (id < 0) throw new TokenizerError(`${where}: merges[${rank}] makes '${m}', which is not in the vocab`);
+        }
+        this.pairs.set(a, b, rank);
+        this.newIds[rank] = id;
+      }
+    } else
+      for (let rank = 0; rank < merges.length; rank++) {
+        const m: unknown = merges[rank];
+        if (typeof m === 'string') {
+          const sp = m.indexOf(' ');
+          if (sp < 0 || m.indexOf(' ', sp + 1) >= 0) throw new TokenizerError(`${where}: merges[${rank}] ${JSON.stringify(m)} is not two tokens separated by one space`);
+          this.addMerge(rank, m.slice(0, sp), m.slice(sp + 1));
+        } else if (Array.isArray(m) && m.length === 2 && typeof m[0] === 'string' && typeof m[1] === 'string') this.addMerge(rank, m[0], m[1]);
+        else throw new TokenizerError(`${where}: 'merges.${rank}': expected "a b" or ["a", "b"], got ${JSON.stringify(m)}`);
+      }
+  }
+
+  /** The token a merge of `a` and `b` makes (`b` without the continuing-subword prefix). */
+  private mergedToken(a: string, b: string): string {
+    const prefix = this.prefix;
+    return prefix && b.startsWith(prefix) ? a + b.slice(prefix.length) : a + b;
+  }
+
+  /** Merge `rank` of tokens `a` and `b`: its pair in `pairs`, the id it makes in `newIds`. */
+  private addMerge(rank: number, a: string, b: string): void {
+    const ia = this.vocab.get(a);
+    const ib = this.vocab.get(b);
+    if (ia === undefined) throw new TokenizerError(`${this.where}: merges[${rank}] uses '${a}', which is not in the vocab`);
+    if (ib === undefined) throw new TokenizerError(`${this.where}: merges[${rank}] uses '${b}', which is not in the vocab`);
+    const merged = this.mergedToken(a, b);
+    const id = this.vocab.get(merged);
+    if (id === undefined) throw new TokenizerError(`${this.where}: merges[${rank}] makes '${merged}', which is not in the vocab`);
+    this.pairs.set(ia, ib, rank);
+    this.newIds[rank] = id;
   }
 
   /** Model vocabulary size (highest id + 1). */

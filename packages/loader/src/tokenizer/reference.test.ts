@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FIXTURES } from '../testing/fixtures';
+import { scanBpeJson } from './bpe-json-scan';
 import { Tokenizer } from './index';
 
 /** Outputs of Hugging Face `tokenizers` 0.23.2 (see testdata/gen-reference.py) for variants of the fixture
@@ -35,8 +36,16 @@ function build(c: Case): Record<string, unknown> {
 
 describe('matches Hugging Face tokenizers', () => {
   it.each(cases.map((c) => [c.name, c] as const))('%s', (_name, c) => {
-    const tok = Tokenizer.fromJSON(build(c), { source: c.name });
+    const json = build(c);
+    const tok = Tokenizer.fromJSON(json, { source: c.name });
+    // the same file as text goes through the scan of vocab and merges (bpe-json-scan.ts)
+    const text = JSON.stringify(json);
+    expect(scanBpeJson(text)).not.toBeNull();
+    const fromText = Tokenizer.fromJSON(text, { source: c.name });
+    expect(fromText.vocabSize).toBe(tok.vocabSize);
+    for (let id = 0; id < tok.vocabSize; id++) expect(fromText.idToToken(id)).toBe(tok.idToToken(id));
     for (const s of c.samples) {
+      expect(fromText.encode(s.text), `${c.name} (from text): ${JSON.stringify(s.text)}`).toEqual(s.ids);
       const what = `${c.name}: ${JSON.stringify(s.text)}`;
       const enc = tok.encodeWithTokens(s.text);
       expect(enc.ids, what).toEqual(s.ids);

@@ -1,9 +1,8 @@
-import { readFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { TokenizerError } from '../errors';
 import { AddedVocabulary, addedTokenSchema, type AddedToken } from './added-tokens';
 import { BpeModel } from './bpe';
+import { scanBpeJson, type ScannedBpe } from './bpe-json-scan';
 import { parseComponent } from './component';
 import { buildDecoder, type Decoder } from './decoders';
 import { buildNormalizer, type Normalizer } from './normalizers';
@@ -80,19 +79,21 @@ export class Tokenizer {
   private readonly decoder: Decoder | null;
   private readonly maxId: number;
 
+  /** The tokenizer.json object, or (loaded through the scan) the text to parse it from when it is asked for. */
+  private json: Record<string, unknown> | null;
+  private text: string | null = null;
+
   /** @internal use `fromJSON` / `fromFile` */
-  protected constructor(
-    private readonly json: Record<string, unknown>,
-    readonly source: string,
-    names: SpecialTokenNames = {},
-  ) {
+  protected constructor(json: Record<string, unknown>, readonly source: string, names: SpecialTokenNames = {}, scanned?: ScannedBpe & { text: string }) {
+    this.json = scanned ? null : json;
+    if (scanned) this.text = scanned.text;
     const top = parseComponent(topSchema, json, source);
     const mtype = typeof top.model.type === 'string' ? top.model.type : 'merges' in top.model ? 'BPE' : undefined;
     if (mtype !== 'BPE')
       throw new TokenizerError(
         `${source}: model type '${mtype ?? 'unknown'}' is not supported (supported: ${MODEL_TYPES.join(', ')}; WordPiece, Unigram and WordLevel tokenizers cannot be loaded)`,
       );
-    this.model = new BpeModel(top.model, `${source}: model (BPE)`);
+    this.model = new BpeModel(top.model, `${source}: model (BPE)`, scanned);
     this.normalizer = buildNormalizer(top.normalizer, `${source}: normalizer`);
     this.preTokenizer = buildPreTokenizer(top.pre_tokenizer, `${source}: pre_tokenizer`);
     this.postProcessor = buildPostProcessor(top.post_processor, `${source}: post_processor`);
@@ -121,6 +122,9 @@ export class Tokenizer {
     const source = opts.source ?? 'tokenizer.json';
     let json: unknown = text;
     if (typeof text === 'string') {
+      // fast path: a BPE model's vocab and merges read straight from the text (see bpe-json-scan.ts)
+      const scanned = scanBpeJson(text);
+      if (scanned) return new Tokenizer(scanned.rest, source, opts.specialTokens, { ...scanned, text });
       try {
         json = JSON.parse(text);
       } catch (e) {
@@ -137,6 +141,9 @@ export class Tokenizer {
    * @throws TokenizerError naming the file and the problem
    */
   static async fromFile(path: string, opts: Omit<TokenizerOptions, 'source'> = {}): Promise<Tokenizer> {
+    // node:* only on this Node path, so that browsers can load the package (they use fromJSON)
+    const { readFile } = await import('node:fs/promises');
+    const { dirname, join } = await import('node:path');
     let text: string;
     try {
       text = await readFile(path, 'utf8');
@@ -247,12 +254,17 @@ export class Tokenizer {
 
   /** The tokenizer.json object this was loaded from. */
   toJSON(): Record<string, unknown> {
+    if (!this.json) {
+      this.json = JSON.parse(this.text!) as Record<string, unknown>;
+      this.text = null;
+    }
     return this.json;
   }
 }
 
 /** bos/eos/pad/unk names from a tokenizer_config.json (strings or `{content}` objects); {} if there is none. */
 async function readTokenizerConfig(path: string): Promise<SpecialTokenNames> {
+  const { readFile } = await import('node:fs/promises');
   let text: string;
   try {
     text = await readFile(path, 'utf8');
