@@ -1,10 +1,11 @@
 // embedding backward, step 1: sort the (id, position) pairs on the GPU with a bitonic network, so that the
 // gradient rows of each id can be summed in position order (deterministic, no atomics).
-// Keys: ids[i] for valid ids (0 <= id < vocab), 0xffffffff for out-of-range ids and the padding up to P (a
-// power of two); values: the position i. Pairs compare by (key, val): all distinct, so the sorted result is
+// Keys: ids[i] for valid ids (0 <= id < vocab, id != pad), 0xffffffff for out-of-range ids, the padding row
+// `pad` (PyTorch's padding_idx: its row gets no gradient) and the padding up to P (a power of two); values:
+// the position i. Pairs compare by (key, val): all distinct, so the sorted result is
 // unique.
 // Bindings: ids [N] (read i32), keys [P] (rw u32), vals [P] (rw u32).
-// Params: n, P, vocab, k (merge size), j (compare distance).
+// Params: n, P, vocab, k (merge size), j (compare distance), pad (0xffffffff: none).
 // Prepended: const WG (threads), B (elements per block in workgroup memory, a power of two >= 2 WG).
 // Entry points:
 //   sort_local    one workgroup per block of B: builds the pairs from ids, every stage with k <= B
@@ -20,7 +21,7 @@ fn lin(wid: vec3u, nwg: vec3u) -> u32 { return wid.x + wid.y * nwg.x; }
 fn key_of(i: u32) -> u32 {
   if (i < p.n) {
     let id = ids[i];
-    if (id >= 0 && id < i32(p.vocab)) { return u32(id); }
+    if (id >= 0 && id < i32(p.vocab) && u32(id) != p.pad) { return u32(id); }
   }
   return 0xffffffffu;
 }

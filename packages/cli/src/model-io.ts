@@ -4,10 +4,11 @@ import { copyFile, mkdir, readFile, rename, stat, writeFile } from 'node:fs/prom
 import { basename, dirname, join } from 'node:path';
 import { ConfigError, ShapeError, type Context, type DType } from '@rusty/backend';
 import {
-  llamaConfigToJSON,
-  LlamaForCausalLM,
-  parseLlamaConfig,
-  type LlamaConfig,
+  modelConfigToJSON,
+  parameterShapes,
+  parseModelConfig,
+  type CausalLM,
+  type ModelConfig,
   type LoraConfig,
   type Module,
 } from '@rusty/graph';
@@ -55,7 +56,7 @@ export async function modelDirOf(path: string, what = '--model'): Promise<string
 }
 
 /** Read and validate a model's config.json (no GPU needed): unsupported architectures fail here. */
-export async function readModelConfig(path: string, what = '--model'): Promise<{ dir: string; config: LlamaConfig }> {
+export async function readModelConfig(path: string, what = '--model'): Promise<{ dir: string; config: ModelConfig }> {
   const dir = await modelDirOf(path, what);
   const file = join(dir, 'config.json');
   let text: string;
@@ -64,17 +65,17 @@ export async function readModelConfig(path: string, what = '--model'): Promise<{
   } catch (e) {
     throw new InputError(`${file}: cannot read: ${(e as Error).message}`);
   }
-  return { dir, config: parseLlamaConfig(text, file) };
+  return { dir, config: parseModelConfig(text, file) };
 }
 
 /**
  * Check the checkpoint's tensor names and shapes against what the config implies, reading only the headers:
  * a corrupt file, a missing tensor or a shape mismatch fails before any GPU memory is used.
  */
-export async function checkWeights(path: string, config: LlamaConfig): Promise<void> {
+export async function checkWeights(path: string, config: ModelConfig): Promise<void> {
   const ck = await openCheckpoint(path);
   try {
-    const expected = expectedShapes(config);
+    const expected = parameterShapes(config);
     const missing: string[] = [];
     for (const [name, shape] of expected) {
       const info = ck.tensors.get(name);
@@ -94,32 +95,6 @@ export async function checkWeights(path: string, config: LlamaConfig): Promise<v
   }
 }
 
-/** HF parameter names and shapes of a Llama model with this config. */
-export function expectedShapes(c: LlamaConfig): Map<string, number[]> {
-  const m = new Map<string, number[]>();
-  const { hiddenSize: h, intermediateSize: i, numAttentionHeads: nq, numKeyValueHeads: nkv, headDim: d, vocabSize: v } = c;
-  m.set('model.embed_tokens.weight', [v, h]);
-  for (let l = 0; l < c.numHiddenLayers; l++) {
-    const p = `model.layers.${l}.`;
-    const lin = (name: string, out: number, inp: number, bias: boolean) => {
-      m.set(`${p}${name}.weight`, [out, inp]);
-      if (bias) m.set(`${p}${name}.bias`, [out]);
-    };
-    lin('self_attn.q_proj', nq * d, h, c.attentionBias);
-    lin('self_attn.k_proj', nkv * d, h, c.attentionBias);
-    lin('self_attn.v_proj', nkv * d, h, c.attentionBias);
-    lin('self_attn.o_proj', h, nq * d, c.attentionBias);
-    lin('mlp.gate_proj', i, h, c.mlpBias);
-    lin('mlp.up_proj', i, h, c.mlpBias);
-    lin('mlp.down_proj', h, i, c.mlpBias);
-    m.set(`${p}input_layernorm.weight`, [h]);
-    m.set(`${p}post_attention_layernorm.weight`, [h]);
-  }
-  m.set('model.norm.weight', [h]);
-  if (!c.tieWordEmbeddings) m.set('lm_head.weight', [v, h]);
-  return m;
-}
-
 /** Load a tokenizer.json (or the tokenizer of a model directory). */
 export async function loadTokenizer(path: string, what = '--tokenizer'): Promise<Tokenizer> {
   const k = await requirePath(path, what);
@@ -129,8 +104,8 @@ export async function loadTokenizer(path: string, what = '--tokenizer'): Promise
 }
 
 export interface LoadedModel {
-  model: LlamaForCausalLM;
-  config: LlamaConfig;
+  model: CausalLM;
+  config: ModelConfig;
   tokenizer: Tokenizer;
   dir: string;
 }
@@ -168,7 +143,7 @@ export async function loadModel(ctx: Context, path: string, o: LoadModelOptions 
 }
 
 /** A tokenizer whose ids do not fit the model's embedding is refused. */
-export function checkVocab(tok: Tokenizer, config: LlamaConfig, where: string): void {
+export function checkVocab(tok: Tokenizer, config: ModelConfig, where: string): void {
   if (tok.vocabSize > config.vocabSize)
     throw new ShapeError(`${where}: the tokenizer has ${tok.vocabSize} ids but the model's vocab_size is ${config.vocabSize} (a tokenizer for a different model?)`);
 }
@@ -182,7 +157,7 @@ const TOKENIZER_FILES = ['tokenizer_config.json', 'special_tokens_map.json', 'ge
  * `rusty` and by HF transformers' `AutoModelForCausalLM.from_pretrained`.
  */
 export async function saveModelDir(
-  model: LlamaForCausalLM,
+  model: CausalLM,
   tokenizer: Tokenizer,
   dir: string,
   o: { dtype?: SaveDType; copyFrom?: string; metadata?: Record<string, string> } = {},
@@ -210,7 +185,7 @@ export async function saveModelDir(
     ]);
   }
   await writeSafetensors(join(dir, 'model.safetensors'), entries, { format: 'pt', ...o.metadata });
-  const cfg = { ...llamaConfigToJSON(model.config), torch_dtype: dtype === 'f32' ? 'float32' : dtype === 'f16' ? 'float16' : 'bfloat16' };
+  const cfg = { ...modelConfigToJSON(model.config), torch_dtype: dtype === 'f32' ? 'float32' : dtype === 'f16' ? 'float16' : 'bfloat16' };
   await writeJsonAtomic(join(dir, 'config.json'), cfg);
   await writeJsonAtomic(join(dir, 'tokenizer.json'), tokenizer.toJSON());
   let copied = false;
@@ -293,12 +268,12 @@ export async function readAdapterConfig(dir: string, what = '--adapter'): Promis
  * Check a PEFT adapter's tensors against the base model's config from the headers alone (no GPU): an adapter
  * trained for a different base model fails here, naming the tensor.
  */
-export async function checkAdapterFits(dir: string, config: LlamaConfig, modelPath: string): Promise<void> {
+export async function checkAdapterFits(dir: string, config: ModelConfig, modelPath: string): Promise<void> {
   const cfg = await readAdapterConfig(dir);
   const file = join(dir, ADAPTER_WEIGHTS);
   const st = await readSafetensors(file);
   try {
-    const shapes = expectedShapes(config);
+    const shapes = parameterShapes(config);
     const hint = `(adapter for a different base model than ${modelPath}?)`;
     for (const [name, info] of st.tensors) {
       const m = /^base_model\.model\.(.+)\.lora_([AB])(?:\.default)?\.weight$/.exec(name);

@@ -13,9 +13,18 @@ export interface RopeConfig {
   originalMaxPositionEmbeddings?: number;
 }
 
-/** A Llama-family model's configuration (Llama 1-3, Mistral), in Rusty's names. */
-export interface LlamaConfig {
-  modelType: 'llama' | 'mistral';
+/** HF `model_type` of every supported architecture (each has one file: llama.ts, mistral.ts, ...). */
+export type ModelType = 'llama' | 'mistral' | 'qwen2' | 'qwen3' | 'gemma3_text';
+
+/** HF `layer_types` entries. */
+export type LayerType = 'full_attention' | 'sliding_attention';
+
+/**
+ * A decoder-only model's configuration in Rusty's names, for every supported architecture. The architecture
+ * file that parsed it (see `registry.ts`) decides the fields; the shared modules read them.
+ */
+export interface ModelConfig {
+  modelType: ModelType;
   vocabSize: number;
   hiddenSize: number;
   intermediateSize: number;
@@ -25,21 +34,47 @@ export interface LlamaConfig {
   headDim: number;
   rmsNormEps: number;
   maxPositionEmbeddings: number;
+  /** Rotary settings of full-attention layers (of every layer unless `localRope` is set). */
   rope: RopeConfig;
+  /** Rotary settings of sliding-attention layers when they differ (Gemma 3's local base), else null. */
+  localRope: RopeConfig | null;
   tieWordEmbeddings: boolean;
-  attentionBias: boolean;
+  /** Bias on q_proj, k_proj and v_proj. */
+  qkvBias: boolean;
+  /** Bias on o_proj. */
+  oBias: boolean;
+  /** Bias on the MLP projections. */
   mlpBias: boolean;
+  /** Activation of the gated MLP: `silu` (SwiGLU) or `gelu_tanh` (GELU with the tanh approximation). */
+  hiddenAct: 'silu' | 'gelu_tanh';
+  /** Per-head RMSNorm on q and k before RoPE (Qwen3, Gemma 3). */
+  qkNorm: boolean;
+  /** RMSNorms scale by `(offset + w)`: 0 for Llama, 1 for Gemma. */
+  normWeightOffset: number;
+  /** Embeddings are multiplied by this (Gemma: sqrt(hidden_size)); 1 elsewhere. */
+  embedScale: number;
+  /** Attention score scale; null is 1 / sqrt(head_dim). */
+  attnScale: number | null;
+  /** Window of sliding-attention layers (keys within the last `slidingWindow` positions), null if none. */
+  slidingWindow: number | null;
+  /** Attention kind of each layer (`numHiddenLayers` entries). */
+  layerTypes: LayerType[];
+  /** Attention logit soft-capping (`attn_logit_softcapping`), null if none. */
+  attnSoftcap: number | null;
+  /** Final logit soft-capping (`final_logit_softcapping`), null if none. */
+  finalSoftcap: number | null;
   bosTokenId: number | null;
   eosTokenId: number[];
   padTokenId: number | null;
-  /** Mistral's sliding attention window (null: full causal attention). */
-  slidingWindow: number | null;
   /** The dtype the checkpoint was saved in, if the config says. */
   torchDtype: string | null;
 }
 
+/** The name the Llama-only API used; every architecture's config has this type. */
+export type LlamaConfig = ModelConfig;
+
 const posInt = z.number().int().positive();
-const ropeSchema = z
+export const ropeSchema = z
   .object({
     rope_type: z.string().optional(),
     type: z.string().optional(),
@@ -48,47 +83,43 @@ const ropeSchema = z
     low_freq_factor: z.number().positive().optional(),
     high_freq_factor: z.number().positive().optional(),
     original_max_position_embeddings: posInt.optional(),
+    partial_rotary_factor: z.number().optional(),
   })
   .passthrough();
+export type RawRope = z.infer<typeof ropeSchema>;
 
-const schema = z
-  .object({
-    architectures: z.array(z.string()).optional(),
-    model_type: z.string().optional(),
-    vocab_size: posInt,
-    hidden_size: posInt,
-    intermediate_size: posInt,
-    num_hidden_layers: posInt,
-    num_attention_heads: posInt,
-    num_key_value_heads: posInt.nullish(),
-    head_dim: posInt.nullish(),
-    rms_norm_eps: z.number().positive().default(1e-6),
-    max_position_embeddings: posInt.default(2048),
-    rope_theta: z.number().positive().nullish(),
-    rope_scaling: ropeSchema.nullish(),
-    rope_parameters: ropeSchema.nullish(),
-    tie_word_embeddings: z.boolean().default(false),
-    attention_bias: z.boolean().default(false),
-    mlp_bias: z.boolean().default(false),
-    hidden_act: z.string().default('silu'),
-    bos_token_id: z.number().int().nullish(),
-    eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullish(),
-    pad_token_id: z.number().int().nullish(),
-    sliding_window: z.number().int().positive().nullish(),
-    torch_dtype: z.string().nullish(),
-    dtype: z.string().nullish(),
-  })
-  .passthrough();
+/** Fields every supported architecture shares (HF names); `defaults` are the architecture's HF defaults. */
+export function baseSchema(defaults: { rmsNormEps: number; maxPositionEmbeddings: number; tieWordEmbeddings: boolean }) {
+  return z
+    .object({
+      architectures: z.array(z.string()).nullish(),
+      model_type: z.string().optional(),
+      vocab_size: posInt,
+      hidden_size: posInt,
+      intermediate_size: posInt,
+      num_hidden_layers: posInt,
+      num_attention_heads: posInt,
+      num_key_value_heads: posInt.nullish(),
+      head_dim: posInt.nullish(),
+      rms_norm_eps: z.number().positive().default(defaults.rmsNormEps),
+      max_position_embeddings: posInt.default(defaults.maxPositionEmbeddings),
+      rope_theta: z.number().positive().nullish(),
+      rope_scaling: ropeSchema.nullish(),
+      tie_word_embeddings: z.boolean().default(defaults.tieWordEmbeddings),
+      bos_token_id: z.number().int().nullish(),
+      eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullish(),
+      pad_token_id: z.number().int().nullish(),
+      sliding_window: z.number().int().positive().nullish(),
+      layer_types: z.array(z.string()).nullish(),
+      torch_dtype: z.string().nullish(),
+      dtype: z.string().nullish(),
+      partial_rotary_factor: z.number().nullish(),
+    })
+    .passthrough();
+}
 
-const ARCHS = ['LlamaForCausalLM', 'MistralForCausalLM'];
-const ROPE_TYPES = ['default', 'linear', 'dynamic', 'llama3'];
-
-/**
- * Parse and validate an HF `config.json` (text or object) of a Llama or Mistral model. Accepts both the older
- * top-level `rope_theta` + `rope_scaling` and the newer `rope_parameters`. Unsupported architectures,
- * activations or rope types fail with a `ConfigError` naming the field.
- */
-export function parseLlamaConfig(json: string | unknown, source = 'config.json'): LlamaConfig {
+/** Parse JSON text (or take an object) and check that it is a JSON object. */
+export function rawConfig(json: string | unknown, source: string): Record<string, unknown> {
   let raw: unknown = json;
   if (typeof json === 'string') {
     try {
@@ -98,52 +129,85 @@ export function parseLlamaConfig(json: string | unknown, source = 'config.json')
     }
   }
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError(`${source}: expected a JSON object`);
-  const o = raw as Record<string, unknown>;
-  const archs = o.architectures;
-  if (Array.isArray(archs) && archs.length && !archs.some((a) => ARCHS.includes(a as string)))
-    throw new ConfigError(`${source}: field 'architectures' is ${JSON.stringify(archs)}; Rusty supports ${ARCHS.join(', ')}`);
-  if (o.model_type !== undefined && o.model_type !== 'llama' && o.model_type !== 'mistral')
-    throw new ConfigError(`${source}: field 'model_type' is '${String(o.model_type)}'; Rusty supports 'llama' and 'mistral'`);
+  return raw as Record<string, unknown>;
+}
+
+/** Validate with a zod schema; the first problem becomes a ConfigError naming the field. */
+export function validate<S extends z.ZodType>(schema: S, raw: unknown, source: string): z.infer<S> {
   const r = schema.safeParse(raw);
   if (!r.success) {
     const i = r.error.issues[0]!;
     throw new ConfigError(`${source}: field '${i.path.join('.')}': ${i.message}`);
   }
-  const c = r.data;
-  if (c.hidden_act !== 'silu')
-    throw new ConfigError(`${source}: field 'hidden_act' is '${c.hidden_act}'; Llama models use 'silu'`);
-  const kv = c.num_key_value_heads ?? c.num_attention_heads;
-  if (c.num_attention_heads % kv !== 0)
-    throw new ConfigError(
-      `${source}: num_attention_heads (${c.num_attention_heads}) is not a multiple of num_key_value_heads (${kv})`,
-    );
-  const headDim = c.head_dim ?? c.hidden_size / c.num_attention_heads;
-  if (!Number.isInteger(headDim))
-    throw new ConfigError(`${source}: hidden_size ${c.hidden_size} is not divisible by num_attention_heads ${c.num_attention_heads}`);
-  if (headDim % 2) throw new ConfigError(`${source}: head_dim ${headDim} must be even for rotary embeddings`);
-  const rp = c.rope_parameters ?? c.rope_scaling ?? null;
-  const field = c.rope_parameters ? 'rope_parameters' : 'rope_scaling';
-  const ropeType = rp?.rope_type ?? rp?.type ?? 'default';
-  if (!ROPE_TYPES.includes(ropeType))
-    throw new ConfigError(`${source}: field '${field}.rope_type' is '${ropeType}'; supported: ${ROPE_TYPES.join(', ')}`);
-  const theta = rp?.rope_theta ?? c.rope_theta ?? 10000;
-  const rope: RopeConfig = { type: ropeType as RopeConfig['type'], theta };
-  if (ropeType !== 'default') {
-    if (rp?.factor === undefined) throw new ConfigError(`${source}: field '${field}.factor' is required for rope type '${ropeType}'`);
+  return r.data;
+}
+
+const ROPE_TYPES = ['default', 'linear', 'dynamic', 'llama3'];
+
+/** Normalise one rope block (`rope_parameters`, `rope_scaling` or a per-layer-type entry). */
+export function parseRope(rp: RawRope | null | undefined, fallbackTheta: number, field: string, source: string): RopeConfig {
+  const type = rp?.rope_type ?? rp?.type ?? 'default';
+  if (!ROPE_TYPES.includes(type))
+    throw new ConfigError(`${source}: field '${field}.rope_type' is '${type}'; supported: ${ROPE_TYPES.join(', ')}`);
+  if (rp?.partial_rotary_factor !== undefined && rp.partial_rotary_factor !== 1)
+    throw new ConfigError(`${source}: field '${field}.partial_rotary_factor' is ${rp.partial_rotary_factor}; only 1 (full rotary) is supported`);
+  const rope: RopeConfig = { type: type as RopeConfig['type'], theta: rp?.rope_theta ?? fallbackTheta };
+  if (type !== 'default') {
+    if (rp?.factor === undefined) throw new ConfigError(`${source}: field '${field}.factor' is required for rope type '${type}'`);
     rope.factor = rp.factor;
   }
-  if (ropeType === 'llama3') {
+  if (type === 'llama3') {
     for (const k of ['low_freq_factor', 'high_freq_factor', 'original_max_position_embeddings'] as const)
       if (rp?.[k] === undefined) throw new ConfigError(`${source}: field '${field}.${k}' is required for rope type 'llama3'`);
     rope.lowFreqFactor = rp!.low_freq_factor;
     rope.highFreqFactor = rp!.high_freq_factor;
     rope.originalMaxPositionEmbeddings = rp!.original_max_position_embeddings;
   }
-  if (ropeType === 'dynamic' && rp?.original_max_position_embeddings)
-    rope.originalMaxPositionEmbeddings = rp.original_max_position_embeddings;
+  if (type === 'dynamic' && rp?.original_max_position_embeddings) rope.originalMaxPositionEmbeddings = rp.original_max_position_embeddings;
+  return rope;
+}
+
+/** HF's rope block for a RopeConfig (the `rope_parameters` form). */
+export function ropeToJSON(r: RopeConfig): Record<string, unknown> {
+  const o: Record<string, unknown> = { rope_type: r.type, rope_theta: r.theta };
+  if (r.factor !== undefined) o.factor = r.factor;
+  if (r.lowFreqFactor !== undefined) o.low_freq_factor = r.lowFreqFactor;
+  if (r.highFreqFactor !== undefined) o.high_freq_factor = r.highFreqFactor;
+  if (r.originalMaxPositionEmbeddings !== undefined) o.original_max_position_embeddings = r.originalMaxPositionEmbeddings;
+  return o;
+}
+
+type Base = z.infer<ReturnType<typeof baseSchema>>;
+
+/** Refuse a field that changes the math when it is set to anything but `ok` values. */
+export function refuseField(raw: Record<string, unknown>, field: string, ok: (v: unknown) => boolean, source: string, why: string): void {
+  if (field in raw && !ok(raw[field]))
+    throw new ConfigError(`${source}: field '${field}' is ${JSON.stringify(raw[field])}; ${why}`);
+}
+
+/** Fields that would change the math of any architecture here and that none of them implements. */
+export function refuseCommon(raw: Record<string, unknown>, source: string): void {
+  const none = (v: unknown) => v === null || v === undefined || v === 0 || v === 1 || v === false;
+  for (const f of ['num_experts', 'num_local_experts', 'n_routed_experts', 'moe_intermediate_size'])
+    refuseField(raw, f, (v) => v === null || v === undefined || v === 0, source, 'Mixture-of-Experts models are not supported');
+  refuseField(raw, 'partial_rotary_factor', (v) => v === null || v === undefined || v === 1, source, 'only full rotary embeddings (1) are supported');
+  refuseField(raw, 'use_bidirectional_attention', (v) => !v, source, 'only causal attention is supported');
+  refuseField(raw, 'attention_chunk_size', (v) => v === null || v === undefined, source, 'chunked attention is not supported');
+  refuseField(raw, 'no_rope_layers', (v) => v === null || v === undefined || (Array.isArray(v) && v.every((x) => x === 1)), source, 'layers without RoPE are not supported');
+  refuseField(raw, 'use_qk_norm', none, source, 'this architecture has no q/k norm');
+}
+
+/** Shared normalisation: sizes, heads, head_dim, token ids, dtype. Architecture-specific fields are the caller's. */
+export function baseFields(c: Base, source: string, headDimDefault?: number) {
+  const kv = c.num_key_value_heads ?? c.num_attention_heads;
+  if (c.num_attention_heads % kv !== 0)
+    throw new ConfigError(`${source}: num_attention_heads (${c.num_attention_heads}) is not a multiple of num_key_value_heads (${kv})`);
+  const headDim = c.head_dim ?? headDimDefault ?? c.hidden_size / c.num_attention_heads;
+  if (!Number.isInteger(headDim))
+    throw new ConfigError(`${source}: hidden_size ${c.hidden_size} is not divisible by num_attention_heads ${c.num_attention_heads}`);
+  if (headDim % 2) throw new ConfigError(`${source}: head_dim ${headDim} must be even for rotary embeddings`);
   const eos = c.eos_token_id;
   return {
-    modelType: (c.model_type as 'llama' | 'mistral' | undefined) ?? (archs && (archs as string[]).includes('MistralForCausalLM') ? 'mistral' : 'llama'),
     vocabSize: c.vocab_size,
     hiddenSize: c.hidden_size,
     intermediateSize: c.intermediate_size,
@@ -153,27 +217,28 @@ export function parseLlamaConfig(json: string | unknown, source = 'config.json')
     headDim,
     rmsNormEps: c.rms_norm_eps,
     maxPositionEmbeddings: c.max_position_embeddings,
-    rope,
     tieWordEmbeddings: c.tie_word_embeddings,
-    attentionBias: c.attention_bias,
-    mlpBias: c.mlp_bias,
     bosTokenId: c.bos_token_id ?? null,
     eosTokenId: eos === null || eos === undefined ? [] : Array.isArray(eos) ? eos : [eos],
     padTokenId: c.pad_token_id ?? null,
-    slidingWindow: c.sliding_window ?? null,
     torchDtype: c.torch_dtype ?? c.dtype ?? null,
   };
 }
 
-/** The HF `config.json` object for a config (newer `rope_parameters` form plus top-level `rope_theta`). */
-export function llamaConfigToJSON(c: LlamaConfig): Record<string, unknown> {
-  const rope: Record<string, unknown> = { rope_type: c.rope.type, rope_theta: c.rope.theta };
-  if (c.rope.factor !== undefined) rope.factor = c.rope.factor;
-  if (c.rope.lowFreqFactor !== undefined) rope.low_freq_factor = c.rope.lowFreqFactor;
-  if (c.rope.highFreqFactor !== undefined) rope.high_freq_factor = c.rope.highFreqFactor;
-  if (c.rope.originalMaxPositionEmbeddings !== undefined) rope.original_max_position_embeddings = c.rope.originalMaxPositionEmbeddings;
+/** `layer_types` validated against the layer count (or `fallback` when absent). */
+export function parseLayerTypes(c: Base, source: string, fallback: LayerType[]): LayerType[] {
+  const lt = c.layer_types ?? fallback;
+  if (lt.length !== c.num_hidden_layers)
+    throw new ConfigError(`${source}: field 'layer_types' has ${lt.length} entries for ${c.num_hidden_layers} layers`);
+  for (const t of lt)
+    if (t !== 'full_attention' && t !== 'sliding_attention')
+      throw new ConfigError(`${source}: field 'layer_types' has '${t}'; supported: full_attention, sliding_attention`);
+  return lt as LayerType[];
+}
+
+/** The shared HF config.json fields of a config (each architecture adds its own). */
+export function baseToJSON(c: ModelConfig): Record<string, unknown> {
   return {
-    architectures: [c.modelType === 'mistral' ? 'MistralForCausalLM' : 'LlamaForCausalLM'],
     model_type: c.modelType,
     vocab_size: c.vocabSize,
     hidden_size: c.hiddenSize,
@@ -184,16 +249,13 @@ export function llamaConfigToJSON(c: LlamaConfig): Record<string, unknown> {
     head_dim: c.headDim,
     rms_norm_eps: c.rmsNormEps,
     max_position_embeddings: c.maxPositionEmbeddings,
-    rope_theta: c.rope.theta,
-    rope_scaling: c.rope.type === 'default' ? null : rope,
     tie_word_embeddings: c.tieWordEmbeddings,
-    attention_bias: c.attentionBias,
-    mlp_bias: c.mlpBias,
-    hidden_act: 'silu',
     bos_token_id: c.bosTokenId,
     eos_token_id: c.eosTokenId.length === 1 ? c.eosTokenId[0] : c.eosTokenId,
     pad_token_id: c.padTokenId,
-    sliding_window: c.slidingWindow,
     torch_dtype: c.torchDtype ?? 'float32',
   };
 }
+
+/** Every layer full attention. */
+export const allFull = (n: number): LayerType[] => Array.from({ length: n }, () => 'full_attention' as const);

@@ -1,7 +1,7 @@
 import { ConfigError, copyRows, download, empty, mulberry32, ShapeError } from '@rusty/backend';
 import { noGrad, Tensor } from '@rusty/autograd';
 import { KVCache } from './kv-cache';
-import type { LlamaForCausalLM } from './llama';
+import type { CausalLM } from './causal-lm';
 
 export interface GenerateOptions {
   /** Tokens to generate at most (default 32). */
@@ -58,7 +58,7 @@ export function sampleToken(logits: ArrayLike<number>, o: GenerateOptions, rand:
  * Stream generated token ids for one prompt, with a KV cache: the prompt is processed once, then each new
  * token costs one single-position forward.
  */
-export async function* generateStream(model: LlamaForCausalLM, prompt: readonly number[], o: GenerateOptions = {}): AsyncGenerator<number> {
+export async function* generateStream(model: CausalLM, prompt: readonly number[], o: GenerateOptions = {}): AsyncGenerator<number> {
   const ctx = model.ctx;
   const maxNew = o.maxNewTokens ?? 32;
   if (!prompt.length) throw new ShapeError('generate: the prompt is empty');
@@ -96,7 +96,7 @@ export async function* generateStream(model: LlamaForCausalLM, prompt: readonly 
 }
 
 /** Generate up to `maxNewTokens` ids after `prompt` (greedy when temperature is 0); returns the new ids. */
-export async function generate(model: LlamaForCausalLM, prompt: readonly number[], o: GenerateOptions = {}): Promise<number[]> {
+export async function generate(model: CausalLM, prompt: readonly number[], o: GenerateOptions = {}): Promise<number[]> {
   const out: number[] = [];
   for await (const t of generateStream(model, prompt, o)) out.push(t);
   return out;

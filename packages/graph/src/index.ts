@@ -1,16 +1,26 @@
 export * from './config';
 export { Module, type LoadReport } from './module';
 export { Linear, Embedding, RMSNorm, type InitOptions } from './layers';
+export { Attention, type AttentionKernelOptions, type CacheSlot, type Projection } from './attention';
+export { GatedMLP } from './mlp';
+export { PreNormDecoderLayer } from './decoder-layer';
+export { LINEAR_TARGETS, type Architecture, type DecoderLayer } from './architecture';
+export { llama } from './llama';
+export { mistral } from './mistral';
+export { qwen2 } from './qwen2';
+export { qwen3 } from './qwen3';
+export { gemma3, Gemma3DecoderLayer } from './gemma3';
 export {
-  LlamaForCausalLM,
-  LlamaAttention,
-  LlamaMLP,
-  LlamaDecoderLayer,
-  shiftLabels,
-  type ModelOptions,
-  type CausalLMOutput,
-  type Projection,
-} from './llama';
+  ARCHITECTURES,
+  architectureOf,
+  parseModelConfig,
+  modelConfigToJSON,
+  parameterShapes,
+  loraTargets,
+  parseLlamaConfig,
+  llamaConfigToJSON,
+} from './registry';
+export { CausalLM, LlamaForCausalLM, shiftLabels, type ModelOptions, type CausalLMOutput } from './causal-lm';
 export { KVCache } from './kv-cache';
 export { generate, generateStream, sampleToken, type GenerateOptions } from './generate';
 export { applyLora, mergeLora, unmergeLora, loraModules, LoraLinear, type LoraConfig } from './lora';

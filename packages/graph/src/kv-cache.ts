@@ -1,6 +1,7 @@
 import { attentionDecode, copyRows, empty, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
 import { attention, noGrad, releaseRef, Tensor } from '@rusty/autograd';
-import type { LlamaConfig } from './config';
+import type { AttentionKernelOptions } from './attention';
+import type { ModelConfig } from './config';
 
 /**
  * Keys and values of every layer for `batch` sequences of up to `maxLen` positions, f32 [B, maxLen, Hkv, D].
@@ -14,7 +15,7 @@ export class KVCache {
 
   constructor(
     readonly ctx: Context,
-    config: LlamaConfig,
+    config: ModelConfig,
     readonly batch: number,
     readonly maxLen: number,
   ) {
@@ -24,8 +25,12 @@ export class KVCache {
     }
   }
 
-  /** Store k/v [B, T, Hkv, D] at the current position and attend q [B, T, Hq, D] over the whole prefix. */
-  attend(layer: number, q: Tensor, k: Tensor, v: Tensor): Tensor {
+  /**
+   * Store k/v [B, T, Hkv, D] at the current position and attend q [B, T, Hq, D] over the prefix: all of it, or
+   * with `slidingWindow` only the last `slidingWindow` positions up to each query (older keys stay in the
+   * cache but are masked, as HF's mask does).
+   */
+  attend(layer: number, q: Tensor, k: Tensor, v: Tensor, opts: AttentionKernelOptions = {}): Tensor {
     const [b, t] = q.shape as [number, number];
     if (b !== this.batch) throw new ShapeError(`KV cache holds ${this.batch} sequences, got a batch of ${b}`);
     if (this.length + t > this.maxLen)
@@ -34,9 +39,9 @@ export class KVCache {
     return noGrad(() => {
       copyRows(ctx, k.data, this.k[layer]!, t, 0, this.length);
       copyRows(ctx, v.data, this.v[layer]!, t, 0, this.length);
-      if (this.length === 0) return attention(q, k, v, { causal: true });
+      if (this.length === 0) return attention(q, k, v, { causal: true, ...opts });
       const len = this.length + t;
-      if (t === 1) return new Tensor(ctx, attentionDecode(ctx, q.data, this.k[layer]!, this.v[layer]!, len));
+      if (t === 1) return new Tensor(ctx, attentionDecode(ctx, q.data, this.k[layer]!, this.v[layer]!, len, opts));
       // several new positions after a prefix: gather the prefix contiguously, causal with an offset
       const [, , hkv, d] = this.k[layer]!.shape as [number, number, number, number];
       const kk = empty(ctx, [b, len, hkv, d]);
@@ -45,7 +50,7 @@ export class KVCache {
       copyRows(ctx, this.v[layer]!, vv, len);
       const K = new Tensor(ctx, kk);
       const V = new Tensor(ctx, vv);
-      const o = attention(q, K, V, { causal: true, qOffset: this.length });
+      const o = attention(q, K, V, { causal: true, qOffset: this.length, ...opts });
       K.dispose();
       V.dispose();
       return o;

@@ -41,33 +41,48 @@ export class Linear extends Module {
   }
 }
 
-/** Token embeddings [vocab, dim]. */
+/** Token embeddings [vocab, dim]; the `paddingIdx` row (HF: `pad_token_id`) gets no gradient from lookups. */
 export class Embedding extends Module {
   weight: Tensor;
-  constructor(ctx: Context, readonly num: number, readonly dim: number, opts: InitOptions = {}) {
+  constructor(
+    ctx: Context,
+    readonly num: number,
+    readonly dim: number,
+    opts: InitOptions = {},
+    readonly paddingIdx: number | null = null,
+  ) {
     super(ctx);
     this.weight = this.registerParameter('weight', param(ctx, [num, dim], opts, 'randn'));
   }
 
   forward(ids: Tensor): Tensor {
-    return embedding(ids, this.weight);
+    return embedding(ids, this.weight, { paddingIdx: this.paddingIdx });
   }
 }
 
-/** HF LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * weight, computed in f32. */
+/**
+ * RMSNorm over the last dimension, computed in f32: x * rsqrt(mean(x^2) + eps) * (weightOffset + w). HF
+ * LlamaRMSNorm has offset 0 (weight initialised to ones); Gemma's has offset 1 (weight initialised to zeros).
+ */
 export class RMSNorm extends Module {
   weight: Tensor;
-  constructor(ctx: Context, readonly dim: number, readonly eps: number, opts: InitOptions = {}) {
+  constructor(
+    ctx: Context,
+    readonly dim: number,
+    readonly eps: number,
+    opts: InitOptions = {},
+    readonly weightOffset = 0,
+  ) {
     super(ctx);
-    this.weight = this.registerParameter('weight', param(ctx, [dim], opts, 'ones'));
+    this.weight = this.registerParameter('weight', param(ctx, [dim], opts, weightOffset ? 'zeros' : 'ones'));
   }
 
   forward(x: Tensor): Tensor {
-    return rmsNorm(x, this.weight, this.eps);
+    return rmsNorm(x, this.weight, this.eps, { weightOffset: this.weightOffset });
   }
 
   /** Fused residual add: returns [x + residual, rmsnorm(x + residual)]. */
   forwardResidual(x: Tensor, residual: Tensor): [Tensor, Tensor] {
-    return addRmsNorm(x, residual, this.weight, this.eps);
+    return addRmsNorm(x, residual, this.weight, this.eps, { weightOffset: this.weightOffset });
   }
 }

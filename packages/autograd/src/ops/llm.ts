@@ -120,14 +120,18 @@ const geluTanhGateOp = defineOp({
  *  gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
 export const geluTanhGate = (gate: Tensor, up: Tensor): Tensor => geluTanhGateOp([gate, up]);
 
-const embeddingOp = defineOp({
+const embeddingOp = defineOp<{ paddingIdx: number | null }>({
   name: 'embedding',
   forward: (ctx, [ids, w]) => ({ outputs: embeddingKernel(ctx, ids!, w!), saved: [ids!] }),
-  backward: (ctx, [g], [ids], [, mw]) => [null, embeddingBackward(ctx, ids!, g!, mw!.shape[0]!)],
+  backward: (ctx, [g], [ids], [, mw], { paddingIdx }) => [null, embeddingBackward(ctx, ids!, g!, mw!.shape[0]!, { paddingIdx })],
 });
 
-/** Rows of `weight` [V, D] gathered by integer `ids` (i32, any shape) -> [...ids.shape, D]. */
-export const embedding = (ids: Tensor, weight: Tensor): Tensor => embeddingOp([ids, weight]);
+/**
+ * Rows of `weight` [V, D] gathered by integer `ids` (i32, any shape) -> [...ids.shape, D]. `paddingIdx`
+ * (PyTorch's `nn.Embedding(padding_idx=)`): the lookup gives that row no gradient.
+ */
+export const embedding = (ids: Tensor, weight: Tensor, opts: { paddingIdx?: number | null } = {}): Tensor =>
+  embeddingOp([ids, weight], { paddingIdx: opts.paddingIdx ?? null });
 
 const crossEntropyOp = defineOp<{ ignoreIndex: number; labelSmoothing: number; needGrad: boolean }>({
   name: 'cross_entropy',

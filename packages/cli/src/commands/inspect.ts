@@ -1,7 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fmtBytes } from '@rusty/backend';
-import { parseLlamaConfig } from '@rusty/graph';
+import { architectureOf, parseModelConfig, type ModelConfig } from '@rusty/graph';
 import { formatInspection, inspectSafetensors } from '@rusty/loader';
 import { flag, parseArgs, type CommandSpec } from '../args';
 import { EXIT_OK } from '../errors';
@@ -39,6 +39,20 @@ async function readJson(path: string): Promise<Record<string, unknown> | null> {
   }
 }
 
+/** What sets an architecture's model apart, for the architecture line. */
+function features(c: ModelConfig): string {
+  const f: string[] = [];
+  if (c.tieWordEmbeddings) f.push('tied embeddings');
+  const sliding = c.layerTypes.filter((t) => t === 'sliding_attention').length;
+  if (sliding && c.slidingWindow !== null)
+    f.push(`sliding window ${c.slidingWindow} on ${sliding === c.numHiddenLayers ? 'every layer' : `${sliding} of ${c.numHiddenLayers} layers`}`);
+  if (c.qkvBias) f.push(c.oBias ? 'attention bias' : 'q/k/v bias');
+  if (c.qkNorm) f.push('q/k norm');
+  if (c.hiddenAct !== 'silu') f.push(`${c.hiddenAct} MLP`);
+  if (c.attnSoftcap !== null || c.finalSoftcap !== null) f.push('logit soft-capping');
+  return f.length ? `, ${f.join(', ')}` : '';
+}
+
 export async function inspectCommand(argv: string[]): Promise<number> {
   const { opts: o, positionals } = parseArgs(inspectSpec, argv);
   const path = positionals[0]!;
@@ -55,11 +69,11 @@ export async function inspectCommand(argv: string[]): Promise<number> {
   const head: string[] = [`${ins.path}: ${ins.files.length === 1 ? ins.files[0] : `${ins.files.length} shards`}`];
   if (config) {
     try {
-      const c = parseLlamaConfig(config, join(path, 'config.json'));
+      const c = parseModelConfig(config, join(path, 'config.json'));
       head.push(
-        `architecture  ${c.modelType} (${(config.architectures as string[] | undefined)?.join(', ') ?? 'LlamaForCausalLM'}): hidden ${c.hiddenSize}, ` +
-          `${c.numHiddenLayers} layers, ${c.numAttentionHeads} heads (${c.numKeyValueHeads} kv), intermediate ${c.intermediateSize}, vocab ${c.vocabSize}, ` +
-          `context ${c.maxPositionEmbeddings}${c.tieWordEmbeddings ? ', tied embeddings' : ''}`,
+        `architecture  ${architectureOf(c).className} (${c.modelType}): hidden ${c.hiddenSize}, ` +
+          `${c.numHiddenLayers} layers, ${c.numAttentionHeads} heads (${c.numKeyValueHeads} kv) of ${c.headDim}, intermediate ${c.intermediateSize}, vocab ${c.vocabSize}, ` +
+          `context ${c.maxPositionEmbeddings}${features(c)}`,
       );
     } catch (e) {
       head.push(`architecture  not loadable by Rusty: ${(e as Error).message}`);

@@ -1,10 +1,12 @@
-// Benchmark: one full training step (forward, backward, AdamW) of a Llama, in tokens/s and peak GPU memory.
+// Benchmark: one full training step (forward, backward, AdamW), in tokens/s and peak GPU memory.
 // Prints one JSON object. Default: the issue-6 configuration (vocab 8192, hidden 512, intermediate 1376,
-// 8 layers, 8 heads, batch 16 x 256, f32). `--quick`: a tiny model for a CPU adapter.
-// Flags: --steps N (timed steps, default 10), --warmup N (default 3), --checkpointing, --profile.
+// 8 layers, 8 heads of 64, batch 16 x 256, f32). `--quick`: a tiny model for a CPU adapter.
+// Flags: --arch llama|mistral|qwen2|qwen3|gemma3 (default llama; the same sizes in each architecture: Mistral
+// and Gemma 3 with a 128-key sliding window, half the sequence), --steps N (timed steps, default 10),
+// --warmup N (default 3), --checkpointing, --profile.
 import { createContext } from '@rusty/backend';
 import { AdamW, Tensor, tidy } from '@rusty/autograd';
-import { LlamaForCausalLM, parseLlamaConfig } from '../index';
+import { CausalLM, parseModelConfig } from '../index';
 
 const args = process.argv.slice(2);
 const flag = (n: string) => args.includes(n);
@@ -20,7 +22,20 @@ const steps = num('--steps', quick ? 3 : 10);
 const warmup = num('--warmup', quick ? 1 : 3);
 
 const ctx = await createContext({ profile: flag('--profile') });
-const config = parseLlamaConfig({
+const arch = args.includes('--arch') ? args[args.indexOf('--arch') + 1]! : 'llama';
+const ARCH: Record<string, Record<string, unknown>> = {
+  llama: { model_type: 'llama' },
+  mistral: { model_type: 'mistral', sliding_window: 128 },
+  qwen2: { model_type: 'qwen2' },
+  qwen3: { model_type: 'qwen3', head_dim: cfg.hidden / cfg.heads },
+  gemma3: {
+    model_type: 'gemma3_text', head_dim: cfg.hidden / cfg.heads, query_pre_attn_scalar: cfg.hidden / cfg.heads,
+    sliding_window: 128, tie_word_embeddings: false,
+  },
+};
+if (!ARCH[arch]) throw new Error(`--arch ${arch}: one of ${Object.keys(ARCH).join(', ')}`);
+const config = parseModelConfig({
+  ...ARCH[arch],
   vocab_size: cfg.vocab,
   hidden_size: cfg.hidden,
   intermediate_size: cfg.inter,
@@ -30,7 +45,7 @@ const config = parseLlamaConfig({
   max_position_embeddings: Math.max(2048, cfg.seq),
   rms_norm_eps: 1e-5,
 });
-const model = new LlamaForCausalLM(ctx, config, { seed: 1, gradientCheckpointing: flag('--checkpointing') });
+const model = new CausalLM(ctx, config, { seed: 1, gradientCheckpointing: flag('--checkpointing') });
 const params = model.parameters();
 const opt = new AdamW(ctx, params, { lr: 1e-4, betas: [0.9, 0.95], weightDecay: 0.1 });
 const n = cfg.batch * cfg.seq;
@@ -64,7 +79,8 @@ for (let i = 0; i < steps; i++) {
 const lossValue = await last!.item();
 const ms = (performance.now() - t0) / steps;
 const out = {
-  bench: 'llama-train-step',
+  bench: 'train-step',
+  arch,
   adapter: `${ctx.info.vendor} ${ctx.info.architecture} ${ctx.info.description}`.trim(),
   config: { ...cfg, dtype: 'f32', checkpointing: flag('--checkpointing') },
   parameters: params.reduce((a, p) => a + p.size, 0),

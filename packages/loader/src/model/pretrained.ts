@@ -1,7 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ConfigError, ShapeError, type Context, type DType } from '@rusty/backend';
-import { LlamaForCausalLM, parseLlamaConfig, type LlamaConfig } from '@rusty/graph';
+import { CausalLM, parseModelConfig, type ModelConfig } from '@rusty/graph';
 import { openCheckpoint } from '../safetensors/checkpoint';
 import { Tokenizer } from '../tokenizer/tokenizer';
 
@@ -20,8 +20,8 @@ export interface LoadPretrainedOptions {
 }
 
 export interface Pretrained {
-  model: LlamaForCausalLM;
-  config: LlamaConfig;
+  model: CausalLM;
+  config: ModelConfig;
   /** When the directory has `tokenizer.json`. */
   tokenizer: Tokenizer | null;
   /** The directory the files came from. */
@@ -38,7 +38,8 @@ async function exists(p: string): Promise<boolean> {
 }
 
 /**
- * Load an HF Llama/Mistral checkpoint: `config.json` plus `model.safetensors` (or sharded through
+ * Load an HF checkpoint of any supported architecture (Llama, Mistral, Qwen2, Qwen3, Gemma 3; picked from
+ * `config.json` by the registry of @rusty/graph): `config.json` plus `model.safetensors` (or sharded through
  * `model.safetensors.index.json`), from a directory or a `.safetensors` file with `config.json` beside it, and
  * the tokenizer when `tokenizer.json` is there. Every model parameter must be in the checkpoint with its shape.
  */
@@ -52,14 +53,14 @@ export async function loadPretrained(ctx: Context, path: string, opts: LoadPretr
   const dir = st.isDirectory() ? path : dirname(path);
   const configPath = join(dir, 'config.json');
   if (!(await exists(configPath))) throw new ConfigError(`${dir}: no config.json (an HF model directory needs one)`);
-  const config = parseLlamaConfig(await readFile(configPath, 'utf8'), configPath);
+  const config = parseModelConfig(await readFile(configPath, 'utf8'), configPath);
   const ckpt = await openCheckpoint(path);
   try {
     let dtype: DType = 'f32';
     if (opts.dtype && opts.dtype !== 'auto') dtype = opts.dtype;
     // from_pretrained computes inv_freq in f32 whatever the checkpoint's dtype (transformers 5.17)
     const ropeDtype = opts.ropeDtype ?? 'f32';
-    const model = new LlamaForCausalLM(ctx, config, {
+    const model = new CausalLM(ctx, config, {
       empty: true,
       dtype,
       ropeDtype,

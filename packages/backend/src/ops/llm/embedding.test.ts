@@ -75,6 +75,19 @@ describe('embedding', () => {
     release(ctx, idT, dy.t);
   });
 
+  it('paddingIdx (PyTorch padding_idx): that row gets no gradient, the others theirs', async () => {
+    const ids = makeIds(700, 12, 5); // crosses a sort block, every id repeated
+    const idT = upload(ctx, ids, [700], 'i32');
+    const dy = randTensor(ctx, [700, 9], 'f32', 6);
+    const want = refBwd(ids, dy.data, 12, 9);
+    want.fill(0, 3 * 9, 4 * 9);
+    expect(ids.filter((i) => i === 3).length).toBeGreaterThan(10);
+    const dw = embeddingBackward(ctx, idT, dy.t, 12, { paddingIdx: 3, out: poisoned(ctx, [12, 9]) });
+    expect(relErr(await get(ctx, dw), want)).toBeLessThan(1e-6);
+    expect(() => embeddingBackward(ctx, idT, dy.t, 12, { paddingIdx: 12 })).toThrow(/paddingIdx 12/);
+    release(ctx, idT, dy.t, dw);
+  });
+
   it('validates shapes', () => {
     const ids = upload(ctx, [0, 1], [2], 'i32');
     const idf = upload(ctx, [0, 1], [2], 'f32');

@@ -90,7 +90,8 @@ export function embedding(ctx: Context, ids: DeviceTensor, weight: DeviceTensor,
 /**
  * Backward of {@link embedding}: `dw[v, :] = sum of dy[n, :] over the positions n with ids[n] == v`, summed in
  * increasing n (deterministic, no atomics, no read-back). f32 [vocab, D]; every row is written (zeros for ids
- * that do not occur). `dy` is [...ids.shape, D] in f32/f16/bf16.
+ * that do not occur). `dy` is [...ids.shape, D] in f32/f16/bf16. `paddingIdx` (PyTorch's `padding_idx`, HF's
+ * `pad_token_id`): that row gets no gradient.
  *
  * Steps: a bitonic sort of the (id, position) pairs on the GPU, O(N log^2 N) work: blocks of up to 4096
  * pairs sorted in workgroup memory (one dispatch), then for each doubling of the merge size past the block
@@ -105,7 +106,7 @@ export function embeddingBackward(
   ids: DeviceTensor,
   dy: DeviceTensor,
   vocab: number,
-  opts: { out?: DeviceTensor } = {},
+  opts: { out?: DeviceTensor; paddingIdx?: number | null } = {},
 ): DeviceTensor {
   const op = 'embeddingBackward';
   checkInt(ids, `${op}: ids`);
@@ -134,17 +135,21 @@ export function embeddingBackward(
       { name: 'keys', access: 'rw' as const, dtype: 'u32' as const },
       { name: 'vals', access: 'rw' as const, dtype: 'u32' as const },
     ],
-    params: ['u32:n', 'u32:P', 'u32:vocab', 'u32:k', 'u32:j'] as const,
+    params: ['u32:n', 'u32:P', 'u32:vocab', 'u32:k', 'u32:j', 'u32:pad'] as const,
   });
   const sortBufs = [ids.buffer, keys.buffer, vals.buffer];
   const tagS = `wg${swg}:b${B}`;
   const kLocal = llmKernel(ctx, `emb_sort_local:${tagS}`, sortDef('sort_local'));
   const kMergeL = llmKernel(ctx, `emb_merge_local:${tagS}`, sortDef('merge_local'));
   const kMergeG = llmKernel(ctx, `emb_merge_global:${tagS}`, sortDef('merge_global'));
-  ctx.dispatch(kLocal, sortBufs, grid(P / B), [n, P, vocab, 0, 0]);
+  const pi = opts.paddingIdx;
+  if (pi !== undefined && pi !== null && !(Number.isInteger(pi) && pi >= 0 && pi < vocab))
+    throw new ShapeError(`${op}: paddingIdx ${pi} must be an id of the vocabulary (0..${vocab - 1})`);
+  const pad = pi ?? 0xffffffff;
+  ctx.dispatch(kLocal, sortBufs, grid(P / B), [n, P, vocab, 0, 0, pad]);
   for (let k = 2 * B; k <= P; k *= 2) {
-    for (let j = k / 2; j >= B; j /= 2) ctx.dispatch(kMergeG, sortBufs, grid(Math.ceil(P / 2 / swg)), [n, P, vocab, k, j]);
-    ctx.dispatch(kMergeL, sortBufs, grid(P / B), [n, P, vocab, k, 0]);
+    for (let j = k / 2; j >= B; j /= 2) ctx.dispatch(kMergeG, sortBufs, grid(Math.ceil(P / 2 / swg)), [n, P, vocab, k, j, pad]);
+    ctx.dispatch(kMergeL, sortBufs, grid(P / B), [n, P, vocab, k, 0, pad]);
   }
 
   // 2. run offsets per vocabulary row, 3. sums

@@ -1,0 +1,103 @@
+import type { Context } from '@rusty/backend';
+import { attention, reshape, rope, Tensor, tidy } from '@rusty/autograd';
+import type { ModelConfig } from './config';
+import type { KVCache } from './kv-cache';
+import { Linear, RMSNorm, type InitOptions } from './layers';
+import { Module } from './module';
+
+/** Anything with `forward(x)`: a Linear, or a LoRA-wrapped Linear. */
+export interface Projection extends Module {
+  forward(x: Tensor): Tensor;
+}
+
+/** Settings of one layer's attention that the kernels and the KV cache need. */
+export interface AttentionKernelOptions {
+  scale?: number;
+  slidingWindow?: number;
+  softcap?: number;
+}
+
+/** A layer's place in a KV cache. */
+export interface CacheSlot {
+  kv: KVCache;
+  layer: number;
+}
+
+export function proj(m: Module, name: string): Projection {
+  return m.child(name) as Projection;
+}
+
+/**
+ * Grouped-query self-attention with rotary embeddings and the fused causal kernel, configured by the model
+ * config: biases (`qkvBias`, `oBias`), per-head q/k RMSNorm before RoPE (`qkNorm`), the score scale, the
+ * sliding window of `sliding_attention` layers and logit soft-capping. HF names: q_proj, k_proj, v_proj,
+ * o_proj, q_norm, k_norm.
+ */
+export class Attention extends Module {
+  readonly kernel: AttentionKernelOptions;
+  readonly qNorm: RMSNorm | null = null;
+  readonly kNorm: RMSNorm | null = null;
+
+  constructor(
+    ctx: Context,
+    readonly config: ModelConfig,
+    init: InitOptions,
+    readonly layer: number,
+  ) {
+    super(ctx);
+    const c = config;
+    const { hiddenSize: h, numAttentionHeads: nq, numKeyValueHeads: nkv, headDim: d } = c;
+    const s = (init.seed ?? 0) * 1000 + layer * 10;
+    this.registerModule('q_proj', new Linear(ctx, h, nq * d, { ...init, bias: c.qkvBias, seed: s + 1 }));
+    this.registerModule('k_proj', new Linear(ctx, h, nkv * d, { ...init, bias: c.qkvBias, seed: s + 2 }));
+    this.registerModule('v_proj', new Linear(ctx, h, nkv * d, { ...init, bias: c.qkvBias, seed: s + 3 }));
+    this.registerModule('o_proj', new Linear(ctx, nq * d, h, { ...init, bias: c.oBias, seed: s + 4 }));
+    if (c.qkNorm) {
+      this.qNorm = this.registerModule('q_norm', new RMSNorm(ctx, d, c.rmsNormEps, init, c.normWeightOffset));
+      this.kNorm = this.registerModule('k_norm', new RMSNorm(ctx, d, c.rmsNormEps, init, c.normWeightOffset));
+    }
+    const sliding = c.layerTypes[layer] === 'sliding_attention' && c.slidingWindow !== null;
+    this.kernel = {
+      scale: c.attnScale ?? undefined,
+      slidingWindow: sliding ? c.slidingWindow! : undefined,
+      softcap: c.attnSoftcap ?? undefined,
+    };
+  }
+
+  /** x [B, T, hidden] -> [B, T, hidden]; with a cache, x holds the positions after the cached ones. */
+  forward(x: Tensor, invFreq: Tensor, cache?: CacheSlot): Tensor {
+    // tidy: temporaries the graph does not save go back to the pool as soon as the block returns
+    return tidy(() => this.attend(x, invFreq, cache));
+  }
+
+  private attend(x: Tensor, invFreq: Tensor, cache?: CacheSlot): Tensor {
+    const [b, t] = x.shape as [number, number, number];
+    const { numAttentionHeads: nq, numKeyValueHeads: nkv, headDim: d } = this.config;
+    const offset = cache ? cache.kv.length : 0;
+    let q = reshape(proj(this, 'q_proj').forward(x), [b, t, nq, d]);
+    let k = reshape(proj(this, 'k_proj').forward(x), [b, t, nkv, d]);
+    if (this.qNorm) q = this.qNorm.forward(q);
+    if (this.kNorm) k = this.kNorm.forward(k);
+    q = rope(q, invFreq, { positionOffset: offset });
+    k = rope(k, invFreq, { positionOffset: offset });
+    const v = reshape(proj(this, 'v_proj').forward(x), [b, t, nkv, d]);
+    const o = cache ? cache.kv.attend(cache.layer, q, k, v, this.kernel) : attention(q, k, v, { causal: true, ...this.kernel });
+    return proj(this, 'o_proj').forward(reshape(o, [b, t, nq * d]));
+  }
+
+  /** HF parameter names (relative to the module) and shapes for a config. */
+  static parameterShapes(c: ModelConfig): [string, number[]][] {
+    const { hiddenSize: h, numAttentionHeads: nq, numKeyValueHeads: nkv, headDim: d } = c;
+    const out: [string, number[]][] = [];
+    const lin = (name: string, o: number, i: number, bias: boolean) => {
+      out.push([`${name}.weight`, [o, i]]);
+      if (bias) out.push([`${name}.bias`, [o]]);
+    };
+    lin('q_proj', nq * d, h, c.qkvBias);
+    lin('k_proj', nkv * d, h, c.qkvBias);
+    lin('v_proj', nkv * d, h, c.qkvBias);
+    lin('o_proj', h, nq * d, c.oBias);
+    if (c.qkNorm) out.push(['q_norm.weight', [d]], ['k_norm.weight', [d]]);
+    return out;
+  }
+}

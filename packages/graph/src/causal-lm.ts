@@ -1,0 +1,176 @@
+import {
+  bf16BitsToF32,
+  f16BitsToF32,
+  f32ToBf16Bits,
+  f32ToF16Bits,
+  ropeInvFreq,
+  ShapeError,
+  type Context,
+  type DType,
+} from '@rusty/backend';
+import { checkpoint, crossEntropy, linear, reshape, scale, tanh, Tensor, tidy } from '@rusty/autograd';
+import type { DecoderLayer } from './architecture';
+import type { ModelConfig, RopeConfig } from './config';
+import type { KVCache } from './kv-cache';
+import { generate, generateStream, type GenerateOptions } from './generate';
+import { Embedding, Linear, RMSNorm, type InitOptions } from './layers';
+import { Module } from './module';
+import { architectureOf } from './registry';
+
+export interface ModelOptions {
+  /** Storage dtype of the weights (default f32). */
+  dtype?: DType;
+  /** Seed of the random init (models trained from scratch). */
+  seed?: number;
+  /** Std of the normal init (default 0.02, HF's `initializer_range`). */
+  initStd?: number;
+  /** Allocate the weights without initialising them (they are about to be loaded). */
+  empty?: boolean;
+  /**
+   * Precision of the rotary inverse frequencies: f32 (default) as `from_pretrained` computes them whatever the
+   * checkpoint's dtype; f16/bf16 round them as `model.to(float16)` on a built HF model does.
+   */
+  ropeDtype?: 'f32' | 'f16' | 'bf16';
+  /** Recompute each decoder layer in backward instead of keeping its activations. */
+  gradientCheckpointing?: boolean;
+}
+
+/** Output of `forwardWithHidden`. */
+export interface CausalLMOutput {
+  logits: Tensor;
+  /** Embedding output, each layer's output, and the final normed state (like HF `hidden_states`, with the
+   *  last entry after the final norm). */
+  hiddenStates?: Tensor[];
+}
+
+function invFreqTensor(ctx: Context, c: ModelConfig, rope: RopeConfig, dtype: ModelOptions['ropeDtype']): Tensor {
+  const inv = ropeInvFreq({ ...rope, headDim: c.headDim, maxPositionEmbeddings: c.maxPositionEmbeddings });
+  if (dtype === 'f16') inv.forEach((x, i) => (inv[i] = f16BitsToF32(f32ToF16Bits(x))));
+  if (dtype === 'bf16') inv.forEach((x, i) => (inv[i] = bf16BitsToF32(f32ToBf16Bits(x))));
+  return Tensor.fromArray(ctx, inv, [inv.length]).keep();
+}
+
+/**
+ * A decoder-only causal language model with HF parameter names, for every architecture in the registry: the
+ * shared parts (token embedding, decoder layers from the architecture, final norm, LM head or tied
+ * embeddings, rotary tables per layer type) built from the config.
+ */
+export class CausalLM extends Module {
+  readonly layers: DecoderLayer[] = [];
+  readonly embedTokens: Embedding;
+  readonly norm: RMSNorm;
+  lmHead: Linear | null;
+  gradientCheckpointing: boolean;
+  private invFreq: Tensor;
+  private localInvFreq: Tensor | null;
+
+  constructor(
+    ctx: Context,
+    readonly config: ModelConfig,
+    opts: ModelOptions = {},
+  ) {
+    super(ctx);
+    const arch = architectureOf(config);
+    const init: InitOptions = { dtype: opts.dtype, std: opts.initStd ?? 0.02, seed: opts.seed ?? 0, empty: opts.empty };
+    const model = this.registerModule('model', new Module(ctx));
+    this.embedTokens = model.registerModule(
+      'embed_tokens',
+      // HF builds nn.Embedding(vocab, hidden, padding_idx=pad_token_id): the pad row gets no lookup gradient
+      new Embedding(ctx, config.vocabSize, config.hiddenSize, { ...init, seed: (init.seed ?? 0) * 1000 + 999 }, padRow(config)),
+    );
+    const layers = model.registerModule('layers', new Module(ctx));
+    for (let i = 0; i < config.numHiddenLayers; i++) this.layers.push(layers.registerModule(String(i), arch.createLayer(ctx, config, init, i)));
+    this.norm = model.registerModule('norm', new RMSNorm(ctx, config.hiddenSize, config.rmsNormEps, init, config.normWeightOffset));
+    this.lmHead = config.tieWordEmbeddings
+      ? null
+      : this.registerModule('lm_head', new Linear(ctx, config.hiddenSize, config.vocabSize, { ...init, seed: (init.seed ?? 0) * 1000 + 998 }));
+    this.gradientCheckpointing = opts.gradientCheckpointing ?? false;
+    this.invFreq = invFreqTensor(ctx, config, config.rope, opts.ropeDtype);
+    const local = config.localRope && config.layerTypes.includes('sliding_attention');
+    this.localInvFreq = local ? invFreqTensor(ctx, config, config.localRope!, opts.ropeDtype) : null;
+  }
+
+  /** Logits [B, T, vocab] for token ids [B, T] (i32). */
+  forward(inputIds: Tensor, cache?: KVCache): Tensor {
+    return this.forwardWithHidden(inputIds, { cache }).logits;
+  }
+
+  forwardWithHidden(inputIds: Tensor, opts: { cache?: KVCache; outputHiddenStates?: boolean } = {}): CausalLMOutput {
+    return tidy(() => {
+      const c = this.config;
+      const hidden: Tensor[] = [];
+      let h = this.embedTokens.forward(inputIds);
+      if (c.embedScale !== 1) {
+        const e = h;
+        h = scale(e, c.embedScale);
+        e.dispose();
+      }
+      this.layers.forEach((layer, i) => {
+        if (opts.outputHiddenStates) hidden.push(h);
+        const slot = opts.cache ? { kv: opts.cache, layer: i } : undefined;
+        const inv = this.localInvFreq && c.layerTypes[i] === 'sliding_attention' ? this.localInvFreq : this.invFreq;
+        const next =
+          this.gradientCheckpointing && this.training && !slot ? checkpoint((x) => layer.forward(x, inv), h) : layer.forward(h, inv, slot);
+        // the graph keeps what backward needs; drop our reference to the previous state early
+        if (!opts.outputHiddenStates) h.dispose();
+        h = next;
+      });
+      const last = h;
+      h = this.norm.forward(h);
+      last.dispose();
+      if (opts.outputHiddenStates) hidden.push(h);
+      if (opts.cache) opts.cache.advance(inputIds.shape[1]!);
+      let logits = this.lmHead ? this.lmHead.forward(h) : linear(h, this.embedTokens.weight, null);
+      if (c.finalSoftcap !== null) logits = scale(tanh(scale(logits, 1 / c.finalSoftcap)), c.finalSoftcap);
+      if (!opts.outputHiddenStates) h.dispose();
+      return { logits, hiddenStates: opts.outputHiddenStates ? hidden : undefined };
+    });
+  }
+
+  /**
+   * HF's causal-LM loss: position t predicts labels[t + 1] (labels default to the inputs), mean over targets
+   * that are not `ignoreIndex` (-100).
+   */
+  loss(inputIds: Tensor, labels: ArrayLike<number>, opts: { ignoreIndex?: number } = {}): { loss: Tensor; logits: Tensor } {
+    const [b, t] = inputIds.shape as [number, number];
+    const ignore = opts.ignoreIndex ?? -100;
+    const logits = this.forward(inputIds);
+    const targets = Tensor.fromArray(this.ctx, shiftLabels(labels, b, t, ignore), [b * t], { dtype: 'i32' });
+    const loss = crossEntropy(reshape(logits, [b * t, this.config.vocabSize]), targets, { ignoreIndex: ignore });
+    targets.dispose();
+    return { loss, logits };
+  }
+
+  /** Generate ids after `prompt` with a KV cache (see `GenerateOptions`). */
+  generate(prompt: readonly number[], opts: GenerateOptions = {}): Promise<number[]> {
+    return generate(this, prompt, opts);
+  }
+
+  /** The same, yielding each token as it is produced. */
+  generateStream(prompt: readonly number[], opts: GenerateOptions = {}): AsyncGenerator<number> {
+    return generateStream(this, prompt, opts);
+  }
+
+  override dispose(): void {
+    super.dispose();
+    this.invFreq.dispose();
+    this.localInvFreq?.dispose();
+  }
+}
+
+function padRow(c: ModelConfig): number | null {
+  const p = c.padTokenId;
+  return p !== null && p >= 0 && p < c.vocabSize ? p : null;
+}
+
+/** The Llama-era name of {@link CausalLM}: it builds every supported architecture. */
+export const LlamaForCausalLM = CausalLM;
+export type LlamaForCausalLM = CausalLM;
+
+/** Targets for HF's label shift: row b, position t gets labels[b, t + 1]; the last position is ignored. */
+export function shiftLabels(labels: ArrayLike<number>, b: number, t: number, ignoreIndex = -100): Int32Array {
+  if (labels.length !== b * t) throw new ShapeError(`labels: ${labels.length} values for inputs [${b}, ${t}]`);
+  const out = new Int32Array(b * t).fill(ignoreIndex);
+  for (let i = 0; i < b; i++) for (let j = 0; j + 1 < t; j++) out[i * t + j] = labels[i * t + j + 1]!;
+  return out;
+}

@@ -1,0 +1,48 @@
+import type { Context } from '@rusty/backend';
+import { add, Tensor, tidy } from '@rusty/autograd';
+import type { DecoderLayer } from './architecture';
+import { Attention, type CacheSlot } from './attention';
+import type { ModelConfig } from './config';
+import { RMSNorm, type InitOptions } from './layers';
+import { GatedMLP } from './mlp';
+import { Module } from './module';
+
+/**
+ * The pre-norm decoder layer of Llama, Mistral and Qwen2/3: h + attn(norm(h)), then + mlp(norm(.)); the
+ * second residual add is fused into the norm.
+ */
+export class PreNormDecoderLayer extends Module implements DecoderLayer {
+  readonly selfAttn: Attention;
+  readonly mlp: GatedMLP;
+  readonly inputLayernorm: RMSNorm;
+  readonly postAttentionLayernorm: RMSNorm;
+
+  constructor(ctx: Context, c: ModelConfig, init: InitOptions, layer: number) {
+    super(ctx);
+    this.selfAttn = this.registerModule('self_attn', new Attention(ctx, c, init, layer));
+    this.mlp = this.registerModule('mlp', new GatedMLP(ctx, c, init, layer));
+    this.inputLayernorm = this.registerModule('input_layernorm', new RMSNorm(ctx, c.hiddenSize, c.rmsNormEps, init, c.normWeightOffset));
+    this.postAttentionLayernorm = this.registerModule(
+      'post_attention_layernorm',
+      new RMSNorm(ctx, c.hiddenSize, c.rmsNormEps, init, c.normWeightOffset),
+    );
+  }
+
+  forward(h: Tensor, invFreq: Tensor, cache?: CacheSlot): Tensor {
+    return tidy(() => {
+      const a = this.selfAttn.forward(this.inputLayernorm.forward(h), invFreq, cache);
+      const [h1, x] = this.postAttentionLayernorm.forwardResidual(a, h);
+      return add(h1, this.mlp.forward(x));
+    });
+  }
+
+  /** Parameter names (relative to the layer) and shapes, in registration order. */
+  static parameterShapes(c: ModelConfig): [string, number[]][] {
+    return [
+      ...Attention.parameterShapes(c).map(([n, s]): [string, number[]] => [`self_attn.${n}`, s]),
+      ...GatedMLP.parameterShapes(c).map(([n, s]): [string, number[]] => [`mlp.${n}`, s]),
+      ['input_layernorm.weight', [c.hiddenSize]],
+      ['post_attention_layernorm.weight', [c.hiddenSize]],
+    ];
+  }
+}

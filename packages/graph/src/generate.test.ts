@@ -1,0 +1,97 @@
+// sampleToken's rules (greedy, temperature, top-k, top-p, seed) on known distributions, and generate() with
+// seeds and stop tokens on a small model.
+import { createContext, mulberry32, type Context } from '@rusty/backend';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sampleToken } from './generate';
+import { fixtureConfig, randomModel } from './test-models';
+
+/** Frequencies of each id over n draws. */
+function freqs(logits: number[], o: Parameters<typeof sampleToken>[1], n = 20000, seed = 3): number[] {
+  const rand = mulberry32(seed);
+  const f = new Array(logits.length).fill(0);
+  for (let i = 0; i < n; i++) f[sampleToken(logits, o, rand)]++;
+  return f.map((c) => c / n);
+}
+
+const P = [0.5, 0.3, 0.15, 0.05];
+const L = P.map(Math.log);
+
+describe('sampleToken', () => {
+  it('greedy (temperature 0) is the argmax and draws nothing from the generator', () => {
+    let calls = 0;
+    const rand = () => (calls++, 0.99);
+    expect(sampleToken([0.1, 3, -2, 2.9], { temperature: 0 }, rand)).toBe(1);
+    expect(sampleToken([5, 3, 7], {}, rand)).toBe(2);
+    expect(calls).toBe(0);
+  });
+
+  it('temperature 1 samples the softmax; temperature 0.5 sharpens it to p^2 / sum p^2', () => {
+    const f1 = freqs(L, { temperature: 1 });
+    f1.forEach((f, i) => expect(Math.abs(f - P[i]!), `id ${i}`).toBeLessThan(0.015));
+    const z = P.reduce((a, p) => a + p * p, 0);
+    const f2 = freqs(L, { temperature: 0.5 });
+    f2.forEach((f, i) => expect(Math.abs(f - P[i]! ** 2 / z), `id ${i}`).toBeLessThan(0.015));
+  });
+
+  it('top-k keeps the k most likely tokens, renormalised', () => {
+    const f = freqs(L, { temperature: 1, topK: 2 });
+    expect(f[2]).toBe(0);
+    expect(f[3]).toBe(0);
+    expect(Math.abs(f[0]! - 0.5 / 0.8)).toBeLessThan(0.015);
+    expect(freqs(L, { temperature: 1, topK: 1 }, 2000)).toEqual([1, 0, 0, 0]);
+  });
+
+  it('top-p keeps the smallest set whose probability reaches p, renormalised', () => {
+    // 0.5 + 0.3 = 0.8 >= 0.7: ids 0 and 1
+    const f = freqs(L, { temperature: 1, topP: 0.7 });
+    expect([f[2], f[3]]).toEqual([0, 0]);
+    expect(Math.abs(f[1]! - 0.3 / 0.8)).toBeLessThan(0.015);
+    // 0.5 >= 0.5: id 0 alone
+    expect(freqs(L, { temperature: 1, topP: 0.5 }, 2000)).toEqual([1, 0, 0, 0]);
+    // 0.95 needs three
+    const g = freqs(L, { temperature: 1, topP: 0.95 });
+    expect(g[3]).toBe(0);
+    expect(g[2]).toBeGreaterThan(0.1);
+  });
+
+  it('top-k and top-p together: top-p applies to the top-k renormalised distribution', () => {
+    // top-3: 0.5/0.95, 0.3/0.95, 0.15/0.95 = 0.526, 0.316, 0.158; top-p 0.8 needs two of them (0.842)
+    const f = freqs(L, { temperature: 1, topK: 3, topP: 0.8 });
+    expect([f[2], f[3]]).toEqual([0, 0]);
+  });
+
+  it('the same seed gives the same draws; another seed others', () => {
+    const draw = (seed: number) => {
+      const r = mulberry32(seed);
+      return Array.from({ length: 50 }, () => sampleToken(L, { temperature: 1 }, r));
+    };
+    expect(draw(7)).toEqual(draw(7));
+    expect(draw(7)).not.toEqual(draw(8));
+  });
+});
+
+describe('generate', () => {
+  let ctx: Context;
+  beforeAll(async () => {
+    ctx = await createContext();
+  });
+  afterAll(() => ctx.destroy());
+
+  it('is reproducible for a seed, stops after a stop token, and refuses bad prompts', async () => {
+    const model = randomModel(ctx, fixtureConfig('llama-tiny'));
+    const prompt = [3, 14, 15, 92];
+    const o = { maxNewTokens: 8, temperature: 1.5, seed: 11, stopTokens: [] };
+    const a = await model.generate(prompt, o);
+    expect(a.length).toBe(8);
+    expect(await model.generate(prompt, o)).toEqual(a);
+    const others = await Promise.all([12, 13, 14].map((seed) => model.generate(prompt, { ...o, seed })));
+    expect(others.some((b) => b.join() !== a.join())).toBe(true);
+    // stop at the first occurrence of a[3] (the stop token is yielded, nothing after it)
+    const stop = a[3]!;
+    const cut = await model.generate(prompt, { ...o, stopTokens: [stop] });
+    expect(cut).toEqual(a.slice(0, a.indexOf(stop) + 1));
+    await expect(model.generate([], o)).rejects.toThrow(/prompt is empty/);
+    await expect(model.generate([256], o)).rejects.toThrow(/outside the vocabulary/);
+    model.dispose();
+  });
+});

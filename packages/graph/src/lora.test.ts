@@ -1,0 +1,66 @@
+// mergeLora against the unmerged model (f32 and 16-bit base weights), unmerge back to the base weights.
+import { createContext, upload, type Context } from '@rusty/backend';
+import { noGrad, randn, Tensor } from '@rusty/autograd';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CausalLM } from './causal-lm';
+import { applyLora, loraModules, mergeLora, unmergeLora } from './lora';
+import { fixtureConfig, randomModel } from './test-models';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+function rel(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < b.length; i++) {
+    if (!Number.isFinite(a[i]!)) return Infinity;
+    num = Math.max(num, Math.abs(a[i]! - b[i]!));
+    den = Math.max(den, Math.abs(b[i]!));
+  }
+  return num / den;
+}
+
+const ids = [5, 17, 200, 3, 99, 42, 7, 250];
+const logits = (m: CausalLM) => noGrad(() => m.forward(Tensor.fromArray(ctx, ids, [1, ids.length], { dtype: 'i32' }))).toArray();
+
+describe('mergeLora', () => {
+  for (const dir of ['llama-tiny', 'qwen2-tiny', 'gemma3-tiny']) {
+    it(`${dir}: the merged model gives the adapted model's logits; unmerging restores the base weights`, async () => {
+      const model = randomModel(ctx, fixtureConfig(dir));
+      const base = await logits(model);
+      const before = new Map(await Promise.all([...model.namedParameters()].map(async ([n, p]) => [n, await p.toArray()] as const)));
+      applyLora(model, { r: 4, alpha: 8, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], seed: 2 });
+      let i = 0;
+      for (const l of loraModules(model).values()) l.loraB.assign(upload(ctx, randn(l.loraB.size, 100 + i++, 0.1), l.loraB.shape));
+      const adapted = await logits(model);
+      expect(rel(adapted, base)).toBeGreaterThan(1e-2);
+      mergeLora(model);
+      expect(rel(await logits(model), adapted)).toBeLessThan(1e-5);
+      unmergeLora(model);
+      expect(rel(await logits(model), adapted)).toBeLessThan(1e-5);
+      for (const [n, p] of model.namedParameters()) {
+        const b = before.get(n);
+        if (b) expect(rel(await p.toArray(), b), n).toBeLessThan(1e-6);
+      }
+      model.dispose();
+    });
+  }
+
+  it('merges into bf16 base weights in their dtype (to bf16 rounding)', async () => {
+    const config = fixtureConfig('llama-tiny');
+    const model = new CausalLM(ctx, config, { seed: 3, initStd: 0.1, dtype: 'bf16' });
+    applyLora(model, { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj'], seed: 2 });
+    for (const l of loraModules(model).values()) l.loraB.assign(upload(ctx, randn(l.loraB.size, 9, 0.1), l.loraB.shape));
+    const adapted = await logits(model);
+    mergeLora(model);
+    const q = model.layers[0]!.child('self_attn')!.child('q_proj') as unknown as { base: { weight: Tensor } };
+    expect(q.base.weight.dtype).toBe('bf16');
+    const err = rel(await logits(model), adapted);
+    expect(err).toBeLessThan(2e-2);
+    expect(err).toBeGreaterThan(0);
+    model.dispose();
+  });
+});

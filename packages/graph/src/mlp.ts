@@ -1,0 +1,42 @@
+import type { Context } from '@rusty/backend';
+import { geluTanhGate, swiglu, Tensor, tidy } from '@rusty/autograd';
+import type { ModelConfig } from './config';
+import { proj } from './attention';
+import { Linear, type InitOptions } from './layers';
+import { Module } from './module';
+
+/**
+ * Gated MLP: down(act(gate(x)) * up(x)), with the activation and its product fused in one kernel: SwiGLU
+ * (`silu`, Llama, Mistral, Qwen) or GELU-tanh (`gelu_tanh`, Gemma). HF names gate_proj, up_proj, down_proj.
+ */
+export class GatedMLP extends Module {
+  constructor(
+    ctx: Context,
+    readonly config: ModelConfig,
+    init: InitOptions,
+    layer: number,
+  ) {
+    super(ctx);
+    const { hiddenSize: h, intermediateSize: i, mlpBias: bias } = config;
+    const s = (init.seed ?? 0) * 1000 + layer * 10;
+    this.registerModule('gate_proj', new Linear(ctx, h, i, { ...init, bias, seed: s + 5 }));
+    this.registerModule('up_proj', new Linear(ctx, h, i, { ...init, bias, seed: s + 6 }));
+    this.registerModule('down_proj', new Linear(ctx, i, h, { ...init, bias, seed: s + 7 }));
+  }
+
+  forward(x: Tensor): Tensor {
+    const gate = this.config.hiddenAct === 'gelu_tanh' ? geluTanhGate : swiglu;
+    return tidy(() => proj(this, 'down_proj').forward(gate(proj(this, 'gate_proj').forward(x), proj(this, 'up_proj').forward(x))));
+  }
+
+  /** HF parameter names (relative to the module) and shapes for a config. */
+  static parameterShapes(c: ModelConfig): [string, number[]][] {
+    const { hiddenSize: h, intermediateSize: i, mlpBias: bias } = c;
+    const out: [string, number[]][] = [];
+    for (const [name, o, n] of [['gate_proj', i, h], ['up_proj', i, h], ['down_proj', h, i]] as const) {
+      out.push([`${name}.weight`, [o, n]]);
+      if (bias) out.push([`${name}.bias`, [o]]);
+    }
+    return out;
+  }
+}
