@@ -3,12 +3,13 @@
  * - `adapter`: the adapter and its subgroup-matrix configurations, with the int8 ones (i8/u8 -> i32/u32) apart;
  * - `copy`: the vec4 copy kernel's bandwidth (bytes read + written), the yardstick of the GEMV;
  * - `memory`: GPU bytes of the 1.1B configuration's linear weights (TinyLlama: hidden 2048, intermediate 5632,
- *   22 layers, 4 KV heads of 64) quantized on the GPU per format, measured from the pool, against f32; and the
+ *   22 layers, 4 KV heads of 64) quantized on the GPU per format, measured from the pool (size classes included)
+ *   and exact, against f32; and the
  *   whole model's ratio with the embeddings and LM head (32000 x 2048 each) kept in bf16;
  * - `gemv`: the decode shape (1 and 16 rows) per format: GPU time, bytes read (codes + scales + x), GB/s, and
  *   the f16-weight GEMV of the same shape through `matmul` for comparison;
- * - `tiled`: the fused dequant-matmul forward and input-gradient at training shape, TFLOP/s beside the f32 and
- *   f16-weight `matmul`.
+ * - `tiled`: the fused dequant-matmul (`tiled`) and dequantize-then-matmul (`dequant`) forward and input gradient
+ *   at training shape, TFLOP/s beside the f32 and f16-weight `matmul` (all kernels of a call summed).
  * Each fused result is checked against `matmul` on the dequantized weight (relative error printed).
  *
  *   bash .gpu/run.sh quant-bench [--quick] [--reps=N]
@@ -16,7 +17,7 @@
 import { createContext, type Context } from '../context';
 import { matmul } from '../ops/core/matmul';
 import { copy } from '../ops/core/transpose';
-import { quantSpec, type QuantSpec } from '../ops/quant/formats';
+import { quantBytes, quantSpec, type QuantSpec } from '../ops/quant/formats';
 import { quantLinear, quantLinearBackward } from '../ops/quant/qmatmul';
 import { dequantize, quantize, releaseQuant } from '../ops/quant/quantize';
 import { download, empty, release, upload, type DeviceTensor } from '../tensor';
@@ -34,7 +35,8 @@ function randomData(n: number, seed: number, scale = 1): Float32Array {
   return x;
 }
 
-/** GPU time (s) per call of f: the sum of the profiler's mean times of the kernels named, or wall time. */
+/** GPU time (s) per call of f: the profiler's time of every kernel f dispatches (the names are for the log), or
+ *  wall time without timestamp queries. */
 async function gpuTime(ctx: Context, names: string[], f: () => void): Promise<number> {
   for (let i = 0; i < 2; i++) f();
   await ctx.sync();
@@ -46,7 +48,9 @@ async function gpuTime(ctx: Context, names: string[], f: () => void): Promise<nu
   ctx.profiler.reset();
   for (let i = 0; i < reps; i++) f();
   await ctx.sync();
-  const sum = (await ctx.profiler.summary()).filter((e) => names.includes(e.name)).reduce((s, e) => s + (e.meanUs * e.count) / reps, 0);
+  const entries = await ctx.profiler.summary();
+  if (process.env.QUANT_BENCH_KERNELS) log(`${names[0]}: ${entries.map((e) => e.name).join(', ')}`);
+  const sum = entries.reduce((s, e) => s + (e.meanUs * e.count) / reps, 0);
   return sum > 0 ? sum / 1e6 : wall;
 }
 
@@ -111,8 +115,11 @@ async function main() {
       for (let l = 0; l < layers; l++) for (const [N, K] of shapes) qs.push(quantize(ctx, src.get(`${N}x${K}`)!, spec));
       await ctx.sync();
       const bytes = ctx.memory.live - before;
+      const exact = layers * shapes.reduce((t, [N, K]) => t + quantBytes(spec, N, K), 0);
       mem[name] = {
         bytes,
+        exactBytes: exact,
+        ratioLinearsExact: exact / (4 * linearParams),
         ratioLinears: bytes / (4 * linearParams),
         ratioWholeModel: (bytes + 2 * embed) / (4 * (linearParams + embed)),
       };
@@ -181,15 +188,20 @@ async function main() {
     const t16 = await gpuTime(ctx, mm, () => matmul(ctx, x, w16, { transB: true, out: y }));
     const tb32 = await gpuTime(ctx, mm, () => matmul(ctx, dy, w32, { out: dx }));
     const rows: Record<string, unknown>[] = [{ format: 'f32-weight', fwdTflops: flops / t32 / 1e12, bwdTflops: flops / tb32 / 1e12 }, { format: 'f16-weight', fwdTflops: flops / t16 / 1e12 }];
+    const all = ['dequant-matmul', 'dequant-dq-scales', 'dequant-weight', ...mm, 'matmul-tc'];
     for (const [name, spec] of SPECS) {
       const q = quantize(ctx, w32, spec);
       const wd = dequantize(ctx, q);
-      const tf = await gpuTime(ctx, ['dequant-matmul', 'dequant-dq-scales'], () => quantLinear(ctx, x, q, { out: y, variant: 'tiled' }));
-      const errF = relErr(await download(ctx, y), await download(ctx, matmul(ctx, x, wd, { transB: true })));
-      const tb = await gpuTime(ctx, ['dequant-matmul', 'dequant-dq-scales'], () => quantLinearBackward(ctx, dy, q, dx));
-      const errB = relErr(await download(ctx, dx), await download(ctx, matmul(ctx, dy, wd)));
-      rows.push({ format: name, fwdTflops: flops / tf / 1e12, bwdTflops: flops / tb / 1e12, fwdMs: tf * 1e3, bwdMs: tb * 1e3, relErrFwd: errF, relErrBwd: errB });
-      log(`tiled ${name}: fwd ${(flops / tf / 1e12).toFixed(2)} TFLOP/s, bwd ${(flops / tb / 1e12).toFixed(2)}`);
+      const refF = await download(ctx, matmul(ctx, x, wd, { transB: true }));
+      const refB = await download(ctx, matmul(ctx, dy, wd));
+      for (const variant of ['tiled', 'dequant'] as const) {
+        const tf = await gpuTime(ctx, all, () => quantLinear(ctx, x, q, { out: y, variant }));
+        const errF = relErr(await download(ctx, y), refF);
+        const tb = await gpuTime(ctx, all, () => quantLinearBackward(ctx, dy, q, dx, variant));
+        const errB = relErr(await download(ctx, dx), refB);
+        rows.push({ format: name, variant, fwdTflops: flops / tf / 1e12, bwdTflops: flops / tb / 1e12, fwdMs: tf * 1e3, bwdMs: tb * 1e3, relErrFwd: errF, relErrBwd: errB });
+        log(`${variant} ${name}: fwd ${(flops / tf / 1e12).toFixed(2)} TFLOP/s, bwd ${(flops / tb / 1e12).toFixed(2)}`);
+      }
       releaseQuant(ctx, q);
       release(ctx, wd);
     }

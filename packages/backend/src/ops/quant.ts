@@ -1,6 +1,6 @@
 export * from './quant/formats';
 export { quantize, dequantize, quantScales, releaseQuant, describeQuant, quantPrelude } from './quant/quantize';
-export { quantLinear, quantLinearBackward, QUANT_GEMV_MAX_ROWS, type QuantLinearOptions, type QuantMatmulVariant } from './quant/qmatmul';
+export { quantLinear, quantLinearBackward, quantTuning, QUANT_GEMV_MAX_ROWS, type QuantLinearOptions, type QuantMatmulVariant } from './quant/qmatmul';
 export {
   quantizeRef,
   dequantizeRef,

@@ -6,10 +6,25 @@ import { cachedKernel } from '../../kernel-cache';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import { assertFloat, checkBinding, checkOut, fmtShape } from '../core/util';
 import { FMT_ID, type QuantTensor } from './formats';
-import { describeQuant, quantPrelude, quantScales } from './quantize';
+import { matmul } from '../core/matmul';
+import { dequantize, describeQuant, quantPrelude, quantScales } from './quantize';
 
-/** Which kernel runs a quantized product: `tiled` (many rows), `gemv` (decode, at most 16 rows) or `auto`. */
-export type QuantMatmulVariant = 'auto' | 'tiled' | 'gemv';
+/**
+ * Which kernels run a quantized product: `tiled` (the fused kernel: W's tiles dequantized into workgroup
+ * memory), `gemv` (decode, at most 16 rows), `dequant` (W dequantized to a temporary f16 matrix, then the
+ * backend's `matmul`, tensor cores included where it has them: costs one layer's f16 weight in memory), or
+ * `auto` (gemv for few rows, else {@link QUANT_MANY_ROWS}).
+ */
+export type QuantMatmulVariant = 'auto' | 'tiled' | 'gemv' | 'dequant';
+
+/** Tuning knobs: `manyRows` is what `auto` runs on GPUs for more than {@link QUANT_GEMV_MAX_ROWS} rows and for
+ *  the backward (software adapters always take the fused `tiled` kernel). Chosen from quant-bench runs (see
+ *  docs/PERFORMANCE.md). */
+export const quantTuning: { manyRows: 'tiled' | 'dequant' } = { manyRows: 'dequant' };
+
+function quantManyRows(ctx: Context): 'tiled' | 'dequant' {
+  return ctx.info.isSoftware ? 'tiled' : quantTuning.manyRows;
+}
 
 /** Rows at or below which `auto` picks the GEMV kernel. */
 export const QUANT_GEMV_MAX_ROWS = 16;
@@ -24,6 +39,7 @@ export interface QuantLinearOptions {
 }
 
 const rowsOf = (x: DeviceTensor) => numel(x.shape) / x.shape[x.shape.length - 1]!;
+const flat = (x: DeviceTensor, M: number): DeviceTensor => ({ ...x, shape: [M, x.shape[x.shape.length - 1]!] });
 
 /**
  * `y = x W^T (+ bias)` with a quantized weight W [N, K]: x is [..., K] (f32, f16 or bf16), the result a new f32
@@ -47,9 +63,15 @@ export function quantLinear(ctx: Context, x: DeviceTensor, w: QuantTensor, opts:
   checkBinding(ctx, y, 'quantLinear', 'y');
   if (M === 0) return y;
   let variant = opts.variant ?? 'auto';
-  if (variant === 'auto') variant = M <= QUANT_GEMV_MAX_ROWS ? 'gemv' : 'tiled';
+  if (variant === 'auto') variant = M <= QUANT_GEMV_MAX_ROWS ? 'gemv' : quantManyRows(ctx);
   if (variant === 'gemv' && M > QUANT_GEMV_MAX_ROWS)
     throw new ShapeError(`quantLinear: the gemv kernel takes at most ${QUANT_GEMV_MAX_ROWS} rows, got ${M}`);
+  if (variant === 'dequant') {
+    const wd = dequantize(ctx, w, 'f16');
+    matmul(ctx, flat(x, M), wd, { transB: true, bias: opts.bias, out: { ...y, shape: [M, N] } });
+    ctx.release(wd.buffer);
+    return y;
+  }
   const { scales, owned } = quantScales(ctx, w);
   const bias = opts.bias ?? x;
   if (variant === 'gemv') gemv(ctx, x, w, scales, bias, !!opts.bias, y, M);
@@ -62,7 +84,7 @@ export function quantLinear(ctx: Context, x: DeviceTensor, w: QuantTensor, opts:
  * The gradient of {@link quantLinear} with respect to its input: `dX [..., K] = dY [..., N] W`, through the same
  * fused dequantizing kernel (the frozen quantized weight needs no gradient). Returns a new f32 tensor.
  */
-export function quantLinearBackward(ctx: Context, dy: DeviceTensor, w: QuantTensor, out?: DeviceTensor): DeviceTensor {
+export function quantLinearBackward(ctx: Context, dy: DeviceTensor, w: QuantTensor, out?: DeviceTensor, variant: 'auto' | 'tiled' | 'dequant' = 'auto'): DeviceTensor {
   assertFloat(dy, 'quantLinearBackward', 'dy');
   const { N, K } = w.layout;
   if (dy.shape.length < 1 || dy.shape[dy.shape.length - 1] !== N)
@@ -74,6 +96,12 @@ export function quantLinearBackward(ctx: Context, dy: DeviceTensor, w: QuantTens
   checkBinding(ctx, dx, 'quantLinearBackward', 'dx');
   const M = rowsOf(dy);
   if (M === 0) return dx;
+  if ((variant === 'auto' ? quantManyRows(ctx) : variant) === 'dequant') {
+    const wd = dequantize(ctx, w, 'f16');
+    matmul(ctx, flat(dy, M), wd, { out: { ...dx, shape: [M, K] } });
+    ctx.release(wd.buffer);
+    return dx;
+  }
   const { scales, owned } = quantScales(ctx, w);
   tiled(ctx, dy, w, scales, dy, false, dx, M, true);
   if (owned) ctx.release(scales.buffer);
