@@ -1,12 +1,15 @@
 import type { Context } from '@rusty/backend';
 import type { Tensor } from '@rusty/autograd';
-import type { CacheSlot } from './attention';
+import type { Attention, CacheSlot } from './attention';
 import type { ModelConfig, ModelType } from './config';
 import type { InitOptions } from './layers';
+import type { GatedMLP } from './mlp';
 import type { Module } from './module';
 
-/** One decoder layer: hidden states [B, T, hidden] in and out. */
+/** One decoder layer: hidden states [B, T, hidden] in and out; every architecture's has one attention and one MLP. */
 export interface DecoderLayer extends Module {
+  readonly selfAttn: Attention;
+  readonly mlp: GatedMLP;
   forward(h: Tensor, invFreq: Tensor, cache?: CacheSlot): Tensor;
 }
 
