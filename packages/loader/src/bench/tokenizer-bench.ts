@@ -10,7 +10,8 @@
  *             near-misses (`<unused` repeated);
  *   - decode of a long id sequence.
  * Each timing is the median of `--reps` runs after one warm-up run (the first run's time is reported too), in
- * milliseconds; throughput in MB/s (10^6 UTF-16 code units per second). Prints ONE JSON object.
+ * milliseconds (and the median CPU time of the process); throughput in MB/s (10^6 UTF-16 code units per second).
+ * Prints ONE JSON object, with the CPU model and the load average (other work on the machine slows wall times).
  *
  *   node tokenizer-bench.js [--quick] [--reps 7] [--write-dir DIR] [--fixtures DIR]
  *
@@ -20,7 +21,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BYTE_TO_CHAR, Tokenizer } from '../tokenizer';
@@ -65,6 +66,20 @@ interface Timing {
   first_ms: number;
   median_ms: number;
   min_ms: number;
+  /** Median CPU time of this process (user + system) per run: less sensitive than wall time to other load on
+   *  the machine, though it includes the garbage collector's helper threads. */
+  cpu_median_ms: number;
+}
+
+const cpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e3;
+};
+const r3 = (x: number) => +x.toFixed(3);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+function summary(first: number, ts: number[], cpus: number[]): Timing {
+  return { first_ms: r3(first), median_ms: r3(median(ts)), min_ms: r3(Math.min(...ts)), cpu_median_ms: r3(median(cpus)) };
 }
 
 function time(fn: () => unknown, n = reps): Timing {
@@ -72,14 +87,15 @@ function time(fn: () => unknown, n = reps): Timing {
   fn();
   const first = performance.now() - t0;
   const ts: number[] = [];
+  const cpus: number[] = [];
   for (let r = 0; r < n; r++) {
+    const c = cpuMs();
     const t = performance.now();
     fn();
     ts.push(performance.now() - t);
+    cpus.push(cpuMs() - c);
   }
-  ts.sort((a, b) => a - b);
-  const r3 = (x: number) => +x.toFixed(3);
-  return { first_ms: r3(first), median_ms: r3(ts[Math.floor(ts.length / 2)]!), min_ms: r3(ts[0]!) };
+  return summary(first, ts, cpus);
 }
 
 async function timeAsync(fn: () => Promise<unknown>, n = reps): Promise<Timing> {
@@ -87,14 +103,15 @@ async function timeAsync(fn: () => Promise<unknown>, n = reps): Promise<Timing> 
   await fn();
   const first = performance.now() - t0;
   const ts: number[] = [];
+  const cpus: number[] = [];
   for (let r = 0; r < n; r++) {
+    const c = cpuMs();
     const t = performance.now();
     await fn();
     ts.push(performance.now() - t);
+    cpus.push(cpuMs() - c);
   }
-  ts.sort((a, b) => a - b);
-  const r3 = (x: number) => +x.toFixed(3);
-  return { first_ms: r3(first), median_ms: r3(ts[Math.floor(ts.length / 2)]!), min_ms: r3(ts[0]!) };
+  return summary(first, ts, cpus);
 }
 
 const QWEN_SPLIT =
@@ -190,7 +207,7 @@ function html(n: number, seed: number): string {
 }
 
 async function main(): Promise<void> {
-  const result: Record<string, unknown> = { node: process.version, reps };
+  const result: Record<string, unknown> = { node: process.version, cpu: cpus()[0]?.model, cores: cpus().length, load_average: loadavg().map((x) => +x.toFixed(2)), reps };
   const texts: Record<string, string> = {};
 
   // --- encoding with a Gemma-3-sized added-token list ---
@@ -228,7 +245,7 @@ async function main(): Promise<void> {
       writeFileSync(file, text);
       load[`merges_${form}`] = {
         merges: (json.model as { merges: unknown[] }).merges.length,
-        file_MB: +(text.length / 1e6).toFixed(2),
+        file_MB: +(Buffer.byteLength(text) / 1e6).toFixed(2),
         json_parse: time(() => JSON.parse(text)),
         fromJSON_text: time(() => Tokenizer.fromJSON(text)),
         fromJSON_object: time(() => Tokenizer.fromJSON(json)),
