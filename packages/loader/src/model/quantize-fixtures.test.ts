@@ -1,9 +1,11 @@
 // Quantized models on the golden fixtures (../shared/fixtures). Loaded with `quantize`, the model computes
 // exactly what the f32 model computes with the dequantized weights (f32 tolerance of the fixtures README), and
-// its logits differ from the reference by the quantization noise alone: measured (2026-11-24, lavapipe) int8 per
-// row 2.4-2.9e-2, int8 blocks of 32 2.2-2.5e-2, int4 0.38-0.57, NF4 0.28-0.51 relative (max-abs over max-abs).
-// Those are over issue 14's 2e-2 / 1e-1: these random models (weights of std 0.1 at width 64, every projection
-// with a gain near 1) amplify weight noise about 2x per projection, so the bounds are not asserted here.
+// its logits differ from the reference by the quantization noise alone: measured on the seven fixtures
+// (2026-11-24, lavapipe; relative = max-abs error over max-abs value) int8 per row 1.5-2.9e-2, int8 blocks of 32
+// 1.6-2.5e-2, int4 (blocks of 32 / 64) 0.24-0.57, NF4 0.24-0.51 (double quantization changes it by < 3e-3).
+// Those are over issue 14's 2e-2 / 1e-1 on most fixtures: these random models (weights of std 0.1 at width 64,
+// every projection with a gain near 1) amplify weight noise about 2x per projection (one int8 projection alone
+// moves the logits 0.8-1.6e-2), so the bounds are not asserted here.
 // LoRA on an NF4 base lowers the loss on a small corpus as much as on the f32 base, within 10%.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -48,7 +50,7 @@ const SPECS: [QuantSpec, number][] = [
   [quantSpec('nf4', 64, true), 1e-1],
 ];
 
-const LLAMA = ['llama-tiny', 'llama-tiny-f16', 'llama-tiny-bf16'];
+const FIXTURES = ['llama-tiny', 'llama-tiny-f16', 'llama-tiny-bf16', 'mistral-tiny', 'qwen2-tiny', 'qwen3-tiny', 'gemma3-tiny'];
 
 async function load(dir: string, spec?: QuantSpec): Promise<LM> {
   const m = (await loadPretrained(ctx, join(FIX, dir))).model as unknown as LM;
@@ -56,7 +58,7 @@ async function load(dir: string, spec?: QuantSpec): Promise<LM> {
   return m;
 }
 
-for (const dir of LLAMA) {
+for (const dir of FIXTURES) {
   describe(`${dir} quantized at load`, () => {
     let ids: number[];
     let want: Float32Array;
