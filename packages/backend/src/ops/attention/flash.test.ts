@@ -256,6 +256,41 @@ describe('flashAttention sliding window and soft-capping', () => {
     [1, 1.5, 7 / 3, 14 / 3, 28 / 3, 56 / 3].forEach((want, t) => expect(out[t]).toBeCloseTo(want, 12));
   });
 
+  // Every window from 1 to past S at sizes that straddle the tile edges, with lavapipe's tiles (32 and 16 rows or
+  // keys at D = 16) and an H200's (64, 32, 16): an off-by-one in the tile ranges of the skip logic shows at some
+  // window.
+  it('window sweep at both tile sets: forward and backward', async () => {
+    const gpu: AttentionTiles = { fwd: [64, 32, 2], dkdv: [32, 32, 2], dq: [64, 16, 2] };
+    const bad: string[] = [];
+    const upTo = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+    // The last two: tiles wholly inside the window of every row of a row block, next to ones that are not.
+    for (const [T, S, wins, tiles] of [
+      [40, 40, upTo(36), undefined],
+      [9, 40, upTo(12), undefined],
+      [70, 70, upTo(68), gpu],
+      [100, 100, [62, 63, 64, 95, 96], undefined],
+      [130, 130, [95, 96, 127, 128], gpu],
+    ] as const)
+      for (const window of wins) {
+        const c: Case = { B: 1, T, S, Hq: 2, Hkv: 1, D: 16, window, seed: 7, tiles };
+        const st = await setup(c);
+        const dOut = upload(ctx, randn(c.B * c.T * c.Hq * c.D, 97), [c.B, c.T, c.Hq, c.D]);
+        const { out, lse } = flashAttention(ctx, st.q, st.k, st.v, apiOpts(c, st));
+        const g = flashAttentionBackward(ctx, dOut, st.q, st.k, st.v, out, lse, apiOpts(c, st));
+        const ref = refAttention(c, st.opts, st.qv, st.kv, st.vv);
+        const refB = refAttentionBackward(c, st.opts, st.qv, st.kv, st.vv, Float64Array.from(await download(ctx, dOut)));
+        const errs = {
+          out: relErr(await download(ctx, out), ref.out) / 2e-6,
+          dq: relErr(await download(ctx, g.dq), refB.dq) / 1e-5,
+          dk: relErr(await download(ctx, g.dk), refB.dk) / 1e-5,
+          dv: relErr(await download(ctx, g.dv), refB.dv) / 1e-5,
+        };
+        for (const [k, e] of Object.entries(errs)) if (!(e < 1)) bad.push(`T${T} S${S} window${window}${tiles ? ' gpu tiles' : ''} ${k}`);
+        release(ctx, st.q, st.k, st.v, dOut, out, lse, g.dq, g.dk, g.dv);
+      }
+    expect(bad).toEqual([]);
+  });
+
   for (const o of [
     { causal: true, scale: 0.7, qOffset: 2, window: 3 },
     { causal: true, scale: 0.9, qOffset: 2, softcap: 1.2 },
