@@ -76,8 +76,25 @@ export function buildPreTokenizer(json: unknown, where: string): PreTokenizer | 
         const out: Piece[] = [];
         for (const p of pieces) {
           const s = o.add_prefix_space && !p.s.startsWith(' ') ? ' ' + p.s : p.s;
-          const subs = o.use_regex ? splitSpans(s, regexSpans(GPT2_PATTERN, s), 'Isolated') : [[0, s] as [number, string]];
-          for (const [off, sub] of subs) if (sub.length) out.push({ s: toByteLevel(sub), first: p.first && off === 0 });
+          if (!o.use_regex) {
+            if (s.length) out.push({ s: toByteLevel(s), first: p.first });
+            continue;
+          }
+          // Isolated split on the GPT-2 pattern, straight from its matches
+          const re = GPT2_PATTERN;
+          re.lastIndex = 0;
+          let prev = 0;
+          for (let m: RegExpExecArray | null; (m = re.exec(s)) !== null; ) {
+            const start = m.index;
+            if (!m[0].length) {
+              re.lastIndex++;
+              continue;
+            }
+            if (start > prev) out.push({ s: toByteLevel(s.slice(prev, start)), first: p.first && prev === 0 });
+            out.push({ s: toByteLevel(m[0]), first: p.first && start === 0 });
+            prev = start + m[0].length;
+          }
+          if (prev < s.length) out.push({ s: toByteLevel(s.slice(prev)), first: p.first && prev === 0 });
         }
         return out;
       };
