@@ -10,7 +10,7 @@ import { download, empty, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul } from './matmul';
-import { TC_TILES, tcTileProblem, contextTcPlan, type TcTile, type TcTileName } from './matmul-tc';
+import { contextTcPlan, TC_TILES, tcFailures, tcTileProblem, tensorCoresReady, type TcTile, type TcTileName } from './matmul-tc';
 
 export interface TcCase {
   M: number;
@@ -59,7 +59,17 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
     ctx.write(out.buffer, Float32Array.from(c0));
   } else poison(ctx, out);
   const tile: TcTile | undefined = c.tile ? TC_TILES[c.tile] : undefined;
-  matmul(ctx, A, B, { transA: c.transA, transB: c.transB, alpha: c.alpha, bias, accumulate: c.accumulate, out, tensorCores: true, tcTile: tile });
+  const run = () => matmul(ctx, A, B, { transA: c.transA, transB: c.transB, alpha: c.alpha, bias, accumulate: c.accumulate, out, tensorCores: true, tcTile: tile });
+  // a kernel's first use starts its asynchronous check (see matmul-tc.ts); wait for it, then run for real
+  try {
+    run();
+  } catch (e) {
+    if (!/not ready/.test((e as Error).message)) throw e;
+    await tensorCoresReady(ctx);
+    const failed = [...tcFailures(ctx)];
+    if (failed.length) throw new Error(failed.map(([k, err]) => `${k}: ${err.message}`).join('\n'));
+    run();
+  }
   const got = await download(ctx, out);
   const want = matmulRef(av, bv, {
     M,

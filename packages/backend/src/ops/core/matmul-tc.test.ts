@@ -7,7 +7,7 @@ import { download, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul, matmulPath } from './matmul';
-import { chooseTcTile, TC_TILES, tcPrelude, tcTileProblem, tensorCorePlan, type TensorCorePlan } from './matmul-tc';
+import { chooseTcTile, matmulTc, TC_TILES, tcFailures, tcPrelude, tcTileProblem, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases';
 
 const ctx: Context = await createContext();
@@ -154,5 +154,33 @@ describe.runIf('frag' in tensorCorePlan(ctx.info))('tensor-core matmul (adapters
     const rs = await pipelineSequence(ctx);
     expect(rs.length).toBeGreaterThan(1);
     for (const r of rs) expect(r.relErr, r.name).toBeLessThan(TC_TOL);
+  });
+});
+
+describe('tensor-core pipelines are created only after their WGSL checked out (runs everywhere)', () => {
+  // on adapters without subgroup matrices every tensor-core kernel fails its check: the path a shader error takes
+  it.runIf(!('frag' in tensorCorePlan(ctx.info)))('a kernel that fails its check is reported, never built, and the product still runs on the portable path', async () => {
+    // this adapter cannot compile subgroup-matrix WGSL at all (lavapipe): the same path a shader error takes
+    // on a GPU, where building such a pipeline under skip_validation aborted the process
+    const fake = tensorCorePlan(fakeInfo({ configs: NVIDIA })) as TensorCorePlan;
+    const [M, N, K] = [20, 24, 16];
+    const av = roundTo('f16', randn(M * K, 5));
+    const bv = roundTo('f16', randn(K * N, 6));
+    const A = upload(ctx, av, [M, K], 'f16');
+    const B = upload(ctx, bv, [K, N], 'f16');
+    const out = upload(ctx, new Float32Array(M * N), [M, N]);
+    const launch = { M, N, K, batch: 1, sa: 0, sb: 0, lda: K, ldb: N, alpha: 1, transA: false, transB: false, biasDtype: 'f16' as const, hasBias: false, accumulate: false, tile: TC_TILES.t64x64 };
+    const bufs = [A.buffer, B.buffer, A.buffer, out.buffer] as [typeof A.buffer, typeof A.buffer, typeof A.buffer, typeof A.buffer];
+    expect(matmulTc(ctx, fake, launch, bufs)).toBe(false); // check started, nothing encoded
+    await tensorCoresReady(ctx);
+    const failures = tcFailures(ctx);
+    expect(failures.size).toBe(1);
+    expect([...failures.values()][0]!.message).toMatch(/failed to compile/);
+    expect(matmulTc(ctx, fake, launch, bufs)).toBe(false); // never built
+    // the context is unharmed: a product runs and matches float64
+    poison(ctx, out);
+    matmul(ctx, A, B, { out });
+    expect(relErr(await download(ctx, out), matmulRef(av, bv, { M, N, K, batch: 1, sa: 0, sb: 0 }))).toBeLessThan(1e-5);
+    release(ctx, A, B, out);
   });
 });

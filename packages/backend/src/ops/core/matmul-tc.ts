@@ -13,7 +13,6 @@ import type { BufferBinding, Context, ContextInfo, Kernel, SubgroupMatrixConfig 
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import type { BindingSpec, ParamSpec } from '../../kernel';
-import { cachedKernel } from './util';
 
 /** A workgroup tile of the tensor-core kernel, in elements: BM x BN of C per workgroup over an SGM x SGN grid
  *  of subgroups, BK of K staged per step (a multiple of the fragment's K). */
@@ -173,8 +172,38 @@ export const TC_ENABLES = ['f16', 'subgroups', 'chromium_experimental_subgroup_m
 
 const PARAMS: readonly ParamSpec[] = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one', 'u32:lda', 'u32:ldb'];
 
-/** Encode one tensor-core matmul (operands already checked by `matmul`: f16 A and B, f32 C). */
-export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: [BufferBinding, BufferBinding, BufferBinding, BufferBinding]): Kernel {
+/**
+ * A tensor-core kernel's pipeline state per context. Subgroup-matrix pipelines are created only after their
+ * WGSL has been checked asynchronously (`ctx.compile`): with Dawn's `skip_validation` speed toggle, a shader
+ * that breaks a subgroup-matrix rule (arguments must be subgroup-uniform) aborted the whole process while
+ * creating its pipeline (std::out_of_range in Dawn) instead of reporting an error. Until a kernel is checked,
+ * `matmul` runs the portable kernels; a kernel that fails is reported once (`tcFailures`) and never used.
+ */
+type TcState = { kernel: Kernel } | { pending: Promise<void> } | { error: Error };
+const states = new WeakMap<Context, Map<string, TcState>>();
+
+/** Kernels that failed their check, per context (key -> error): the portable path runs instead. */
+export function tcFailures(ctx: Context): Map<string, Error> {
+  const out = new Map<string, Error>();
+  for (const [k, s] of states.get(ctx) ?? []) if ('error' in s) out.set(k, s.error);
+  return out;
+}
+
+/** Wait until every tensor-core kernel requested so far on this context has been checked (and built). */
+export async function tensorCoresReady(ctx: Context): Promise<void> {
+  for (;;) {
+    const pend = [...(states.get(ctx)?.values() ?? [])].filter((s): s is { pending: Promise<void> } => 'pending' in s);
+    if (!pend.length) return;
+    await Promise.all(pend.map((s) => s.pending));
+  }
+}
+
+/**
+ * Encode one tensor-core matmul (operands already checked by `matmul`: f16 A and B, f32 C). Returns false,
+ * encoding nothing, while the kernel is still being checked or if it failed its check (the caller runs the
+ * portable kernel then).
+ */
+export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: [BufferBinding, BufferBinding, BufferBinding, BufferBinding]): boolean {
   const t = l.tile ?? chooseTcTile(plan, ctx.info.limits, l);
   if (l.tile) {
     const why = tcTileProblem(t, plan, ctx.info.limits, l.transA, l.transB);
@@ -189,24 +218,36 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
   };
   const name = `matmul-tc-${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}`;
   const key = `mmtc:${name}:${+l.transA}${+l.transB}:${l.biasDtype}:${Object.values(flags).map(Number).join('')}`;
-  const bindings: BindingSpec[] = [
-    { name: 'a', access: 'read', dtype: 'f16' },
-    { name: 'b', access: 'read', dtype: 'f16' },
-    { name: 'bias', access: 'read', dtype: l.biasDtype },
-    { name: 'c', access: 'rw', dtype: 'f32' },
-  ];
-  const k = cachedKernel(ctx, key, () => ({
-    name,
-    code: tcPrelude(plan, t, l.transA, l.transB, flags) + tcWgsl,
-    bindings,
-    params: PARAMS,
-    enables: TC_ENABLES,
-  }));
+  let m = states.get(ctx);
+  if (!m) states.set(ctx, (m = new Map()));
+  const st = m.get(key);
+  if (!st) {
+    const def = {
+      name,
+      code: tcPrelude(plan, t, l.transA, l.transB, flags) + tcWgsl,
+      bindings: [
+        { name: 'a', access: 'read', dtype: 'f16' },
+        { name: 'b', access: 'read', dtype: 'f16' },
+        { name: 'bias', access: 'read', dtype: l.biasDtype },
+        { name: 'c', access: 'rw', dtype: 'f32' },
+      ] satisfies BindingSpec[],
+      params: PARAMS,
+      enables: TC_ENABLES,
+    };
+    const map = m;
+    const pending = ctx.compile(def).then(
+      (kernel) => void map.set(key, { kernel }),
+      (e: Error) => void map.set(key, { error: e }),
+    );
+    m.set(key, { pending });
+    return false;
+  }
+  if (!('kernel' in st)) return false;
   const x = Math.ceil(l.N / t.bn);
   const y = Math.ceil(l.M / t.bm);
   if (x > 65535 || y > 65535) throw new ShapeError(`matmul: ${y} x ${x} workgroup tiles are more than one dispatch takes`);
-  ctx.dispatch(k, bufs, [x, y, l.batch], [l.M, l.N, l.K, l.sa, l.sb, l.alpha, 1, l.lda, l.ldb]);
-  return k;
+  ctx.dispatch(st.kernel, bufs, [x, y, l.batch], [l.M, l.N, l.K, l.sa, l.sb, l.alpha, 1, l.lda, l.ldb]);
+  return true;
 }
 
 const plans = new WeakMap<Context, TensorCorePlan | { reason: string }>();

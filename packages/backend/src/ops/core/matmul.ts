@@ -210,16 +210,20 @@ function encode(
   b: DeviceTensor,
   c: DeviceTensor,
   path: { tc: TensorCorePlan | null },
-  variant: MatmulVariant | 'auto',
+  variantIn: MatmulVariant | 'auto',
   opts: MatmulOptions,
   L: Launch,
 ): void {
+  let variant = variantIn;
   const { M: Mk, N, K, batch, sa, sb, lda, ldb, transA, transB } = L;
   if (Mk * N * batch === 0) return;
   const bias = L.bias?.buffer ?? a.buffer;
   if (path.tc) {
-    matmulTc(ctx, path.tc, { ...L, biasDtype: L.bias?.dtype ?? 'f16', hasBias: !!L.bias, tile: opts.tcTile }, [a.buffer, b.buffer, bias, c.buffer]);
-    return;
+    const done = matmulTc(ctx, path.tc, { ...L, biasDtype: L.bias?.dtype ?? 'f16', hasBias: !!L.bias, tile: opts.tcTile }, [a.buffer, b.buffer, bias, c.buffer]);
+    if (done) return;
+    // the tensor-core kernel is still being checked (or failed its check): the portable kernel runs this time
+    if (opts.tensorCores) throw new ShapeError(`matmul: tensorCores: true, but the tensor-core kernel is not ready (await tensorCoresReady(ctx); failures: tcFailures(ctx))`);
+    variant = autoVariant(ctx, Mk, N, batch, transA, transB);
   }
   if (batch > 65535) throw new ShapeError(`matmul: a batch of ${batch} is more than one dispatch takes (65535)`);
   // without a bias the kernel never reads binding 3: A is bound there again (read-only bindings may alias)
