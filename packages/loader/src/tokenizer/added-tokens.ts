@@ -109,6 +109,7 @@ export class AddedVocabulary {
   /** Split text around the added tokens it contains and normalize the rest. */
   extract(text: string, normalizer: Normalizer | null): Segment[] {
     const out: Segment[] = [];
+    if (!text.length) return out;
     if (this.raw.empty) {
       this.split(normalizer ? normalizer(text) : text, this.norm, true, out);
       return out;
