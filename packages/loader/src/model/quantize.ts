@@ -2,6 +2,10 @@
 import {
   ConfigError,
   DQ_BLOCK,
+  FLOAT_DTYPES,
+  formatFromSafetensors,
+  formatOf,
+  isFloat,
   quantLayout,
   quantSpec,
   ShapeError,
@@ -17,6 +21,7 @@ import {
 import { Linear, QuantLinear, type Module } from '@rusty/graph';
 import { SafetensorsError } from '../errors';
 import type { SafetensorsReader } from '../safetensors/read';
+import type { SafetensorsDType } from '../safetensors/dtypes';
 import { writeSafetensors, type SafetensorsTarget, type TensorToWrite } from '../safetensors/write';
 
 /**
@@ -82,11 +87,11 @@ export function quantizationOf(ckpt: Pick<SafetensorsReader, 'metadata' | 'path'
   return m;
 }
 
+/** The float format a checkpoint's weight is stored in (the format table's safetensors names). */
 const stDType = (d: string, where: string): DType => {
-  if (d === 'F32') return 'f32';
-  if (d === 'F16') return 'f16';
-  if (d === 'BF16') return 'bf16';
-  throw new ConfigError(`${where}: a ${d} weight cannot be quantized (expected F32, F16 or BF16)`);
+  const f = formatFromSafetensors(d);
+  if (!f || !isFloat(f)) throw new ConfigError(`${where}: a ${d} weight cannot be quantized (expected ${FLOAT_DTYPES.map((x) => formatOf(x).safetensors).join(', ')})`);
+  return f;
 };
 
 /**
@@ -158,13 +163,12 @@ async function readQuantTensor(ctx: Context, ckpt: SafetensorsReader, wname: str
     q.absmax2 = uploadBytes(ctx, await bytesOf(ckpt, wname + ABSMAX2, 'F32', Math.ceil(L / DQ_BLOCK) * 4), [Math.ceil(L / DQ_BLOCK)], 'f32');
     q.offset = uploadBytes(ctx, await bytesOf(ckpt, wname + OFFSET, 'F32', 4), [1], 'f32');
   } else {
-    const st = l.scaleDtype === 'f16' ? 'F16' : 'F32';
-    q.scales = uploadBytes(ctx, await bytesOf(ckpt, wname + SCALE, st, L * (st === 'F16' ? 2 : 4)), [N, l.nb], l.scaleDtype);
+    const st = formatOf(l.scaleDtype).safetensors!;
+    q.scales = uploadBytes(ctx, await bytesOf(ckpt, wname + SCALE, st, (L * formatOf(l.scaleDtype).bits) / 8), [N, l.nb], l.scaleDtype);
   }
   return q;
 }
 
-const ST_OF: Record<string, 'F32' | 'F16' | 'BF16' | undefined> = { f32: 'F32', f16: 'F16', bf16: 'BF16' };
 
 /** Raw bytes of a GPU tensor (whole words; `bytes` of them kept). */
 async function gpuBytes(ctx: Context, t: DeviceTensor, bytes: number): Promise<Uint8Array> {
@@ -202,14 +206,14 @@ export async function saveQuantized(model: Module, target: SafetensorsTarget, me
       entries.push([w + ABSMAX2, { dtype: 'F32', shape: [Math.ceil(L / DQ_BLOCK)], data: () => gpuBytes(ctx, q.absmax2!, Math.ceil(L / DQ_BLOCK) * 4) }]);
       entries.push([w + OFFSET, { dtype: 'F32', shape: [1], data: () => gpuBytes(ctx, q.offset!, 4) }]);
     } else
-      entries.push([w + SCALE, { dtype: scaleDtype === 'f16' ? 'F16' : 'F32', shape: [N, nb], data: () => gpuBytes(ctx, q.scales, L * (scaleDtype === 'f16' ? 2 : 4)) }]);
+      entries.push([w + SCALE, { dtype: formatOf(scaleDtype).safetensors as SafetensorsDType, shape: [N, nb], data: () => gpuBytes(ctx, q.scales, (L * formatOf(scaleDtype).bits) / 8) }]);
   }
   if (!spec) throw new ConfigError('saveQuantized: the model has no quantized layers (save it as an ordinary checkpoint)');
   for (const [name, p] of model.namedParameters()) {
     if (quantWeights.has(name) || /\.lora_[AB]\.weight$/.test(name)) continue;
-    const st = ST_OF[p.dtype];
+    const st = isFloat(p.dtype) ? (formatOf(p.dtype).safetensors as SafetensorsDType) : null;
     if (!st) throw new ConfigError(`saveQuantized: parameter '${name}' has dtype ${p.dtype}, which a checkpoint cannot hold`);
-    entries.push([name, { dtype: st, shape: [...p.shape], data: () => gpuBytes(ctx, p.data, storageBytes(p.dtype, p.size) - (p.dtype !== 'f32' && p.size % 2 ? 2 : 0)) }]);
+    entries.push([name, { dtype: st, shape: [...p.shape], data: () => gpuBytes(ctx, p.data, (p.size * formatOf(p.dtype).bits) / 8) }]);
   }
   const s = spec as QuantSpec;
   const qm: QuantizationMetadata = { format: s.format, group_size: s.groupSize, double_quant: !!s.doubleQuant, modules };

@@ -1,5 +1,4 @@
 import { ConfigError, ShapeError } from '../../errors';
-import type { DType } from '../../dtype';
 import type { DeviceTensor } from '../../tensor';
 
 /**
@@ -26,6 +25,14 @@ import type { DeviceTensor } from '../../tensor';
  * value i in byte i) and one f32 `absmax2` per 256-block. Decoding: `absmax = DYNAMIC_MAP[c] * absmax2 + offset`.
  *
  * On the GPU the codes live in `u32` words (`Kp * bits / 32` words a row); scales in their own tensor.
+ *
+ * Relation to the storage format table (`format.ts`): the scales (f32, f16) are table formats, and the loader
+ * names them in files through it. The quantized formats themselves are not `DType`s: a quantized matrix is a
+ * {@link QuantTensor} (codes + scales + optional double-quantization state, with a group size chosen per matrix
+ * and rows padded to whole blocks), which no elementwise kernel reads, and whose host round trip is lossy, so
+ * it would not satisfy the table's contract (exact encode/decode, `read_<name>(i)` of any element of an
+ * unpadded tensor). Kernels that read quantized weights take a QuantTensor and decode it with the WGSL of
+ * {@link codeBookWgsl} and `shaders/quant-common.wgsl`.
  */
 export type QuantFormat = 'int8' | 'int4' | 'nf4';
 
@@ -174,8 +181,3 @@ export function codeBookWgsl(): string {
 
 /** WGSL format id used as the `FMT` override. */
 export const FMT_ID: Readonly<Record<QuantFormat, number>> = { int8: 0, int4: 1, nf4: 2 };
-
-/** Scale dtype a kernel binding declares for a quantized tensor's first-level scales after preparation. */
-export function scaleBindingDtype(l: QuantLayout): DType {
-  return l.scaleDtype;
-}
