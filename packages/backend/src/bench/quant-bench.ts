@@ -10,17 +10,20 @@
  *   the f16-weight GEMV of the same shape through `matmul` for comparison;
  * - `tiled`: the fused dequant-matmul (`tiled`) and dequantize-then-matmul (`dequant`) forward and input gradient
  *   at training shape, TFLOP/s beside the f32 and f16-weight `matmul` (all kernels of a call summed).
+ * - `int8TensorCores`: an i8 x i8 -> i32 subgroup-matrix probe kernel's TOPS at 4096^3 (sampled exact check)
+ *   beside the f16 `matmul` TFLOP/s of the same shape, or why it is unavailable.
  * Each fused result is checked against `matmul` on the dequantized weight (relative error printed).
  *
  *   bash .gpu/run.sh quant-bench [--quick] [--reps=N]
  */
+import i8ProbeWgsl from '../../../../shaders/quant-i8-probe.wgsl';
 import { createContext, type Context } from '../context';
 import { matmul } from '../ops/core/matmul';
 import { copy } from '../ops/core/transpose';
 import { quantBytes, quantSpec, type QuantSpec } from '../ops/quant/formats';
 import { quantLinear, quantLinearBackward } from '../ops/quant/qmatmul';
 import { dequantize, quantize, releaseQuant } from '../ops/quant/quantize';
-import { download, empty, release, upload, type DeviceTensor } from '../tensor';
+import { download, empty, release, upload, uploadBytes, type DeviceTensor } from '../tensor';
 import { relErr, rng } from '../testing';
 
 const args = process.argv.slice(2);
@@ -207,8 +210,74 @@ async function main() {
     }
     out.tiled = { M, N, K, rows };
   }
+  out.int8TensorCores = await int8Probe(ctx, configs);
   process.stdout.write(JSON.stringify(out, null, 1) + '\n');
   ctx.destroy();
+}
+
+/**
+ * The int8 tensor-core probe (shaders/quant-i8-probe.wgsl) at 4096^3 beside the f16 `matmul` of the same shape:
+ * TOPS, and a sampled check of the i32 results against the host. Any failure is reported, not thrown.
+ */
+async function int8Probe(ctx: Context, configs: Record<string, unknown>[]): Promise<unknown> {
+  const cfg = configs.find((c) => c.componentType === 'i8' && c.resultComponentType === 'i32');
+  if (!cfg) return { available: false, reason: 'the adapter offers no i8 -> i32 subgroup-matrix configuration' };
+  const S = quick ? 256 : 4096;
+  const res: Record<string, unknown> = { available: true, config: cfg, shape: [S, S, S] };
+  try {
+    const [SM, SN, SK] = [Number(cfg.M), Number(cfg.N), Number(cfg.K)];
+    const SG = ctx.info.subgroupSizes?.max ?? 32;
+    const r = rng(5);
+    const a8 = new Int8Array(S * S).map(() => Math.floor(r() * 255) - 127);
+    const b8 = new Int8Array(S * S).map(() => Math.floor(r() * 255) - 127);
+    const a = uploadBytes(ctx, a8, [S, S / 4], 'i32');
+    const b = uploadBytes(ctx, b8, [S, S / 4], 'i32');
+    const c = empty(ctx, [S, S], 'i32');
+    const k = await ctx.compile({
+      name: 'quant-i8-probe',
+      code:
+        `const SM: u32 = ${SM}u;\nconst SN: u32 = ${SN}u;\nconst SK: u32 = ${SK}u;\nconst SG: u32 = ${SG}u;\n` +
+        `alias Lm = subgroup_matrix_left<i8, ${SK}, ${SM}>;\nalias Rm = subgroup_matrix_right<i8, ${SN}, ${SK}>;\n` +
+        `alias Acc = subgroup_matrix_result<i32, ${SN}, ${SM}>;\n` +
+        i8ProbeWgsl,
+      bindings: [
+        { name: 'a', access: 'read', dtype: 'i32' },
+        { name: 'b', access: 'read', dtype: 'i32' },
+        { name: 'c', access: 'rw', dtype: 'i32' },
+      ],
+      params: ['u32:M', 'u32:N', 'u32:K'],
+      enables: ['subgroups', 'chromium_experimental_subgroup_matrix'],
+    });
+    const run = () => ctx.dispatch(k, [a.buffer, b.buffer, c.buffer], [S / SN, S / SM, 1], [S, S, S]);
+    const t = await gpuTime(ctx, ['quant-i8-probe'], run);
+    const got = (await download(ctx, c)) as Int32Array;
+    let bad = 0;
+    const rr = rng(9);
+    for (let s = 0; s < 64; s++) {
+      const i = Math.floor(rr() * S);
+      const j = Math.floor(rr() * S);
+      let want = 0;
+      for (let x = 0; x < S; x++) want += a8[i * S + x]! * b8[j * S + x]!;
+      if (got[i * S + j] !== want) bad++;
+    }
+    res.tops = (2 * S * S * S) / t / 1e12;
+    res.ms = t * 1e3;
+    res.sampledMismatches = bad;
+    release(ctx, a, b, c);
+  } catch (e) {
+    res.error = String((e as Error).message ?? e).slice(0, 500);
+  }
+  try {
+    const a16 = upload(ctx, randomData(S * S, 1), [S, S], 'f16');
+    const b16 = upload(ctx, randomData(S * S, 2), [S, S], 'f16');
+    const c32 = empty(ctx, [S, S]);
+    const t = await gpuTime(ctx, ['matmul'], () => matmul(ctx, a16, b16, { transB: true, out: c32 }));
+    res.f16MatmulTflops = (2 * S * S * S) / t / 1e12;
+    release(ctx, a16, b16, c32);
+  } catch (e) {
+    res.f16Error = String((e as Error).message ?? e).slice(0, 300);
+  }
+  return res;
 }
 
 main().catch((e) => {
