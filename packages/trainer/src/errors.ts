@@ -14,3 +14,8 @@ export class CheckpointError extends RustyError {
 export class TrainerError extends RustyError {
   override readonly code = 'TRAINER';
 }
+
+/** A directory another live run holds (its run lock names the process). */
+export class RunLockError extends RustyError {
+  override readonly code = 'RUN_LOCK';
+}

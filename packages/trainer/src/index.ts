@@ -1,5 +1,5 @@
 // @rusty/trainer: data pipeline, training loop, mixed precision and loss scaling, crash-safe checkpoints.
-export { DataError, CheckpointError, TrainerError } from './errors';
+export { DataError, CheckpointError, TrainerError, RunLockError } from './errors';
 export { Rng } from './rng';
 export { IGNORE_INDEX, SubsetDataset, splitDataset, type Dataset, type Example, type SplitOptions } from './data/dataset';
 export { packDocuments, type PackOptions, type PackStats, type Packed, type TokenizedDocument } from './data/packing';
@@ -44,6 +44,15 @@ export {
   type LoraCheckpointContents,
   type LoadedLoraCheckpoint,
 } from './checkpoint/lora';
+export {
+  acquireRunLock,
+  checkRunLock,
+  readRunLock,
+  processAlive,
+  RUN_LOCK_FILE,
+  type RunLock,
+  type RunLockHolder,
+} from './checkpoint/run-lock';
 export { MetricsWriter, readMetrics } from './metrics';
 export { processSignals, ManualSignals, type SignalSource } from './signals';
 export {

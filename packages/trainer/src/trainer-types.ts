@@ -140,6 +140,12 @@ export interface TrainerOptions {
    * callbacks then run one step late, so a stop they request takes effect after the step in flight.
    */
   pipeline?: boolean;
+  /**
+   * Without a loss scaler, stop with a `TrainerError` after this many consecutive steps whose loss or gradient
+   * norm is NaN or infinite (default 3). From the first such step on no checkpoint is written, so the newest
+   * checkpoint is the last finite one.
+   */
+  maxNonFiniteSteps?: number;
 }
 
 /** Why `fit()` returned. */
@@ -157,5 +163,7 @@ export interface FitResult {
   checkpoint: string | null;
   /** Step the run resumed from (null for a fresh start). */
   resumedFrom: number | null;
+  /** The signal that interrupted the run ('SIGINT', 'SIGTERM', ...), when `reason` is 'interrupted' by one. */
+  signal?: string;
 }
 

@@ -391,16 +391,67 @@ describe('mixed precision', () => {
     for (const d of ['bf16', 'f16'] as const) losses[d]!.forEach((l, i) => expect(Math.abs(l - losses.f32![i]!)).toBeLessThan(0.02 * losses.f32![i]!));
   });
 
-  it('Trainer({ mixedPrecision: "f16" }) casts the frozen weights and scales the loss', async () => {
-    const { model, optimizer, data } = setup(ctx, { lora: true });
-    const t = new Trainer({ model, optimizer, data, maxSteps: 2, mixedPrecision: 'f16', signals: false });
-    expect(t.scaler).toBeDefined();
-    const r = await t.fit();
-    expect(Number.isFinite(r.loss)).toBe(true);
-    expect(model.layers[1]!.mlp.child('up_proj')!.stateDict().get('weight')!.dtype).toBe('f16');
-    t.dispose();
-    optimizer.dispose();
-    model.dispose();
+  it('Trainer({ mixedPrecision: "f16" }) casts the frozen weights and scales the loss by 2^16, unscaling the gradients exactly', async () => {
+    // the same run with and without loss scaling: scaling the loss by 2^16 and the gradients back by 2^-16 is
+    // exact in f32, so gradient norms, losses and trained weights agree; a scale applied on one side only is
+    // off by 2^16 in the gradient norms
+    const run = async (lossScaling: boolean) => {
+      const { model, optimizer, data } = setup(ctx, { lora: true, shuffle: false });
+      const steps: StepMetrics[] = [];
+      const t = new Trainer({ model, optimizer, data, maxSteps: 3, mixedPrecision: { dtype: 'f16', lossScaling }, signals: false, callbacks: { onStep: (m) => void steps.push(m) } });
+      expect(!!t.scaler).toBe(lossScaling);
+      await t.fit();
+      expect(model.layers[1]!.mlp.child('up_proj')!.stateDict().get('weight')!.dtype).toBe('f16');
+      const weights = await snapshot(trainables(model));
+      t.dispose();
+      optimizer.dispose();
+      model.dispose();
+      return { steps, weights };
+    };
+    const scaled = await run(true);
+    const plain = await run(false);
+    expect(scaled.steps.map((m) => m.lossScale)).toEqual([65536, 65536, 65536]);
+    expect(scaled.steps.map((m) => m.skipped)).toEqual([false, false, false]);
+    scaled.steps.forEach((m, i) => {
+      const ref = plain.steps[i]!;
+      expect(m.loss).toBe(ref.loss);
+      expect(ref.gradNorm).toBeGreaterThan(0);
+      expect(Math.abs(m.gradNorm - ref.gradNorm)).toBeLessThanOrEqual(1e-6 * ref.gradNorm);
+    });
+    const a = new Float32Array(scaled.weights.buffer);
+    const b = new Float32Array(plain.weights.buffer);
+    let worst = 0;
+    for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+    expect(worst).toBeLessThan(1e-6);
+  });
+
+  it('a NaN loss with no loss scaler stops the run after 3 bad steps; no checkpoint of NaN weights is written', async () => {
+    // from step 3 on the loss (and so every gradient) is NaN
+    const poisoned = (t: () => Trainer) => (b: { labels: Int32Array }, ids: Tensor, m: { loss(ids: Tensor, l: Int32Array): { loss: Tensor } }) => {
+      const l = m.loss(ids, b.labels).loss;
+      return t().step >= 2 ? scale(l, NaN) : l;
+    };
+    {
+      const { model, optimizer, data } = setup(ctx);
+      const t: Trainer = new Trainer({ model, optimizer, data, maxSteps: 10, signals: false, computeLoss: poisoned(() => t) as never });
+      await expect(t.fit()).rejects.toThrow(/the loss was NaN \(gradient norm NaN\) for 3 consecutive steps \(steps 3-5\): training stopped/);
+      expect(t.step).toBeLessThanOrEqual(6); // the step in flight may have been encoded
+      t.dispose();
+      optimizer.dispose();
+      model.dispose();
+    }
+    {
+      const dir = tmp('nan');
+      const { model, optimizer, data } = setup(ctx);
+      const t: Trainer = new Trainer({ model, optimizer, data, maxSteps: 10, signals: false, checkpointDir: dir, saveEvery: 1, keepLast: 2, computeLoss: poisoned(() => t) as never });
+      await expect(t.fit()).rejects.toThrow(/the weights hold NaN or infinite values after step 3 .*the last finite checkpoint is .*checkpoint-2/);
+      expect((await listCheckpoints(dir)).map((c) => c.step)).toEqual([1, 2]);
+      expect(await findLatestCheckpoint(dir)).toBe(join(dir, 'checkpoint-2'));
+      for (const [, w] of (await loadCheckpoint(dir)).params) expect(w.data.every(Number.isFinite)).toBe(true);
+      t.dispose();
+      optimizer.dispose();
+      model.dispose();
+    }
   });
 });
 

@@ -1,5 +1,5 @@
 import { accumulate, ConfigError, fill, type Context, type DeviceTensor } from '@rusty/backend';
-import { clipGradNorm, noGrad, Tensor, tidy } from '@rusty/autograd';
+import { clipGradNorm, noGrad, scale, sum, Tensor, tidy } from '@rusty/autograd';
 import { loraModules, type Module } from '@rusty/graph';
 import { findLatestCheckpoint, loadCheckpoint, saveCheckpoint, type CheckpointContents, type CheckpointPhase } from './checkpoint/checkpoint';
 import { loadLoraCheckpoint, saveLoraCheckpoint } from './checkpoint/lora';
@@ -67,6 +67,11 @@ export class Trainer {
   private savedStep = -1;
   private metrics: MetricsWriter | null = null;
   private lastProgress = 0;
+  /** Consecutive steps (not absorbed by a loss scaler) whose loss or gradient norm was NaN or infinite. */
+  private nonFinite = 0;
+  private readonly maxNonFinite: number;
+  private readonly gradNormComputed: boolean;
+  private interruptSignal: string | undefined;
 
   constructor(opts: TrainerOptions) {
     this.opts = opts;
@@ -89,6 +94,9 @@ export class Trainer {
     if (opts.evalEvery && !opts.evalData) throw new ConfigError('evalEvery needs evalData');
     if (opts.saveEvery && !opts.checkpointDir) throw new ConfigError('saveEvery needs checkpointDir');
     if (opts.earlyStopping && !opts.evalData) throw new ConfigError('earlyStopping needs evalData (it watches the evaluation loss)');
+    this.maxNonFinite = opts.maxNonFiniteSteps ?? 3;
+    if (!Number.isInteger(this.maxNonFinite) || this.maxNonFinite < 1) throw new ConfigError(`maxNonFiniteSteps must be a positive integer, got ${opts.maxNonFiniteSteps}`);
+    this.gradNormComputed = this.maxGradNorm !== null || (opts.logGradNorm ?? true);
     this.params = opts.optimizer.paramGroups.flatMap((g) => g.params);
     const mp = typeof opts.mixedPrecision === 'string' ? { dtype: opts.mixedPrecision } : opts.mixedPrecision;
     if (mp) {
@@ -234,7 +242,29 @@ export class Trainer {
     }
     for (const c of this.callbacks) c.onProgress?.(p, this);
     await this.runCallbacks('onStep', m);
+    const bad = !m.skipped && (!Number.isFinite(m.loss) || (this.gradNormComputed && !Number.isFinite(m.gradNorm)));
+    this.nonFinite = bad ? this.nonFinite + 1 : 0;
+    if (this.nonFinite >= this.maxNonFinite)
+      throw new TrainerError(
+        `the loss was ${m.loss.toPrecision(5)} (gradient norm ${m.gradNorm.toPrecision(5)}) for ${this.nonFinite} consecutive steps (steps ${m.step - this.nonFinite + 1}-${m.step}): ` +
+          `training stopped${this.lastCheckpoint ? `; the last checkpoint written is ${this.lastCheckpoint}` : ''} (try a lower learning rate)`,
+      );
     return m;
+  }
+
+  /** True when every trainable weight is finite (one reduction per weight on the GPU, one read-back). */
+  private async weightsFinite(): Promise<boolean> {
+    const ctx = this.ctx;
+    const acc = fill(ctx, [1], 0);
+    try {
+      // 0 * w is 0 for every finite w and NaN for inf or NaN: the sum is 0 exactly when all are finite
+      noGrad(() => tidy(() => {
+        for (const p of this.params) accumulate(ctx, acc, sum(scale(p, 0)).data, 1);
+      }));
+      return new Float32Array(await ctx.read(acc.buffer, 4))[0] === 0;
+    } finally {
+      ctx.release(acc.buffer);
+    }
   }
 
   /**
@@ -308,6 +338,11 @@ export class Trainer {
   async saveCheckpoint(): Promise<string> {
     const root = this.opts.checkpointDir;
     if (!root) throw new ConfigError('saveCheckpoint() needs checkpointDir');
+    if (!(await this.weightsFinite()))
+      throw new TrainerError(
+        `the weights hold NaN or infinite values after step ${this.step} (last loss ${this.lastLoss.toPrecision(5)}): training stopped without writing that checkpoint` +
+          `${this.lastCheckpoint ? `; the last finite checkpoint is ${this.lastCheckpoint}` : ''} (try a lower learning rate)`,
+      );
     const so = {
       keepLast: this.opts.keepLast ?? 3,
       onPhase: async (phase: CheckpointPhase, dir: string) => {
@@ -366,8 +401,11 @@ export class Trainer {
     this.metrics = o.metricsFile ? new MetricsWriter(o.metricsFile, { keepUpToStep: this.step }) : null;
     const signals = o.signals === false ? null : (o.signals ?? processSignals());
     let interrupts = 0;
+    this.interruptSignal = undefined;
+    this.nonFinite = 0;
     const unsubscribe = signals?.subscribe((sig) => {
       if (++interrupts > 1) signals.forceExit?.(sig);
+      this.interruptSignal ??= sig;
       this.stop('interrupted');
     });
     this.startTime = performance.now();
@@ -380,21 +418,26 @@ export class Trainer {
     try {
       while (this.step < o.maxSteps && !this.stopReason) {
         const f = this.encodeStep();
-        if (inFlight) await this.finishStep(inFlight);
+        const prev = inFlight;
         inFlight = f;
+        if (prev) await this.finishStep(prev);
         if (!pipeline || boundary(f.step) || this.stopReason) {
-          await this.finishStep(f);
           inFlight = null;
+          await this.finishStep(f);
           if (o.evalEvery && f.step % o.evalEvery === 0 && f.step < o.maxSteps) await this.evalAndReport();
           if (o.saveEvery && f.step % o.saveEvery === 0) await this.saveCheckpoint();
         }
       }
-      if (inFlight) await this.finishStep(inFlight);
+      const last = inFlight;
       inFlight = null;
+      if (last) await this.finishStep(last);
       if (o.evalData && (this.step >= o.maxSteps || this.stopReason === 'early-stop') && this.lastEval?.step !== this.step) await this.evalAndReport();
       if (o.checkpointDir && this.savedStep !== this.step) await this.saveCheckpoint();
     } finally {
-      if (inFlight) await inFlight.read.catch(() => undefined);
+      if (inFlight) {
+        await inFlight.read.catch(() => undefined);
+        this.ctx.release(inFlight.stats.buffer);
+      }
       unsubscribe?.();
       this.metrics?.close();
       this.metrics = null;
@@ -408,6 +451,7 @@ export class Trainer {
       eval: this.lastEval,
       checkpoint: this.lastCheckpoint,
       resumedFrom,
+      ...(this.stopReason === 'interrupted' && this.interruptSignal ? { signal: this.interruptSignal } : {}),
     };
   }
 

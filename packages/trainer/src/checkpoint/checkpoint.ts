@@ -9,6 +9,7 @@ import type { DataLoader, DataLoaderState } from '../data/dataloader';
 import { CheckpointError } from '../errors';
 import type { GradScaler, GradScalerState } from '../grad-scaler';
 import { removeDir, syncDir, writeFileAtomic, writeFileSynced } from './fs-atomic';
+import { processAlive } from './run-lock';
 
 /** The file in a checkpoint root naming the newest complete checkpoint directory. */
 export const LATEST_FILE = 'latest';
@@ -159,6 +160,17 @@ export async function findLatestCheckpoint(root: string): Promise<string | null>
   return null;
 }
 
+/** Temporary directories of saves: `.tmp-checkpoint-<step>-<pid>-<hex>` and `.old-checkpoint-<step>-<pid>-<hex>`. */
+const TEMP_RE = /^\.(?:tmp|old)-checkpoint-\d+-(?:(\d+)-)?[0-9a-f]+$/;
+
+/** A temporary directory of a save that crashed: this process's own, a dead process's, or one without a pid. */
+function isLeftover(name: string): boolean {
+  const m = TEMP_RE.exec(name);
+  if (!m) return false;
+  const pid = m[1] === undefined ? NaN : Number(m[1]);
+  return !Number.isFinite(pid) || pid === process.pid || !processAlive(pid);
+}
+
 /** @internal Save with a given weights format (`saveCheckpoint` and `saveLoraCheckpoint`). */
 export async function writeCheckpoint(
   root: string,
@@ -174,8 +186,9 @@ export async function writeCheckpoint(
   const final = join(root, name);
   try {
     await mkdir(root, { recursive: true });
-    // leftovers of saves that crashed
-    for (const n of await readdir(root)) if (n.startsWith('.tmp-checkpoint-') || n.startsWith('.old-checkpoint-')) await removeDir(join(root, n));
+    // leftovers of saves that crashed: only those of this process or of a process that is gone (another live
+    // run's save in progress is left alone)
+    for (const n of await readdir(root)) if (isLeftover(n)) await removeDir(join(root, n));
   } catch (e) {
     throw new CheckpointError(`cannot create the checkpoint directory ${root}: ${(e as Error).message}`, { cause: e });
   }
@@ -221,7 +234,7 @@ export async function writeCheckpoint(
     await opts.onPhase?.('files-written', tmp);
     let old: string | null = null;
     if (await exists(final)) {
-      old = join(root, `.old-${name}-${randomBytes(4).toString('hex')}`);
+      old = join(root, `.old-${name}-${process.pid}-${randomBytes(4).toString('hex')}`);
       await rename(final, old);
     }
     await rename(tmp, final);

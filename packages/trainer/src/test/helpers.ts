@@ -1,5 +1,7 @@
 // Shared by the GPU tests and the crash-test child: a tiny random Llama and synthetic data.
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Context } from '@rusty/backend';
 import * as loader from '@rusty/loader';
 import { AdamW, LinearWarmup, Tensor as TensorCls, type Tensor } from '@rusty/autograd';
@@ -65,7 +67,10 @@ export async function snapshot(params: Tensor[]): Promise<Uint32Array> {
   return out;
 }
 
-export const FIXTURE = '/work/shared/fixtures/llama-tiny';
+/** The repository root (this file is packages/trainer/src/test/helpers.ts). */
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..');
+/** The llama-tiny fixture: in `shared/fixtures` beside the repository (as CI checks it out). */
+export const FIXTURE = resolve(ROOT, '..', 'shared', 'fixtures', 'llama-tiny');
 
 /** The llama-tiny fixture model in f32: through `loadPretrained` when the loader exports it, else built here. */
 export async function loadFixtureModel(ctx: Context): Promise<{ model: LlamaForCausalLM; via: string }> {
