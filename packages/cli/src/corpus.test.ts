@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEMO_FACTS, demoFinetuneJsonl, demoPrompt, repoSourceCorpus, syntheticCode } from './corpus';
+import { repoSourceCorpus, syntheticCode } from './corpus';
+import { DEMO_FACTS, demoFinetuneJsonl, demoPrompt } from './demo-corpus';
 
 describe('embedded corpora', () => {
   it('generated code is deterministic, about the size asked, and code-like', () => {

@@ -1,7 +1,7 @@
-// The embedded default corpora: what `rusty train` and `rusty demo` learn from when no data is given, with no
-// network. First choice: this repository's own TypeScript sources (a small code-completion model, trained on the
-// code that trains it). Where they are not next to the CLI (an installed package), a corpus of TypeScript-like
-// code generated here, deterministically. The demo's fine-tuning corpus is generated as well.
+// The embedded default corpus: what `rusty train` learns from when no data is given, with no network. First
+// choice: this repository's own TypeScript sources (a small code-completion model, trained on the code that
+// trains it). Where they are not next to the CLI (an installed package), a corpus of TypeScript-like code
+// generated here, deterministically. (`rusty demo` has a fixed corpus of its own: demo-corpus.ts.)
 import { readdirSync, statSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
@@ -121,37 +121,4 @@ export async function syntheticCorpus(dir: string, bytes?: number): Promise<Corp
 /** The default corpus: this repository's sources, else generated code (written under `dataDir`). */
 export async function defaultCorpus(dataDir: string): Promise<CorpusSource> {
   return repoSourceCorpus() ?? (await syntheticCorpus(dataDir));
-}
-
-/** Facts of the demo's fine-tuning set: a subject and what it does. */
-export const DEMO_FACTS: readonly (readonly [string, string])[] = [
-  ['gpu', 'runs the kernels'],
-  ['optimizer', 'updates the weights'],
-  ['tokenizer', 'turns text into ids'],
-  ['cache', 'keeps keys and values'],
-];
-
-// short enough that prompt + answer fit the tiny model's 64-token windows
-const QUESTIONS = ['Q: what does the {s} do?\nA:', 'Q: the {s}?\nA:', 'Q: and what about the {s}?\nA:'];
-
-/** The demo prompt for a subject (the form the fine-tuning data uses). */
-export function demoPrompt(subject: string): string {
-  return QUESTIONS[0]!.replace('{s}', subject);
-}
-
-/**
- * The demo's second corpus: question/answer pairs in a fixed format (JSONL with `prompt` and `response`: the
- * prompt is masked out of the loss, so the model learns to answer). A tiny model fine-tuned on it visibly
- * switches from code to this format.
- */
-export function demoFinetuneJsonl(copies = 1): string {
-  const lines: string[] = [];
-  for (let c = 0; c < copies; c++)
-    for (const q of QUESTIONS) for (const [s, a] of DEMO_FACTS) lines.push(JSON.stringify({ prompt: q.replace('{s}', s), response: ` it ${a}.` }));
-  const r = rng(7);
-  for (let i = lines.length - 1; i > 0; i--) {
-    const j = Math.floor(r() * (i + 1));
-    [lines[i], lines[j]] = [lines[j]!, lines[i]!];
-  }
-  return lines.join('\n') + '\n';
 }

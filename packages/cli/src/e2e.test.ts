@@ -1,94 +1,21 @@
 // End-to-end test of the BUILT command (`node packages/cli/dist/bin.js`), run as a subprocess the way a user runs
 // it: train a tiny model (interrupted with Ctrl-C, then resumed), fine-tune it with LoRA, generate, eval,
-// inspect, and every kind of bad input, checking outputs and exit codes.
-//
-// The CLI is built first when its dist/ (or a dependency's) is missing or older than the sources, so plain
-// `pnpm test` / `npx vitest run` works; RUSTY_E2E_BUILD=0 skips that check.
-import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// inspect, every kind of bad input, and the ways a run must never destroy work, checking outputs and exit codes.
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { hostname, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { readSafetensors } from '@rusty/loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { syntheticCode } from './corpus';
+import { BIN, cliRunner, ensureBuilt, ROOT } from './test/run-cli';
 
-const CLI_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const ROOT = resolve(CLI_DIR, '..', '..');
-const BIN = join(CLI_DIR, 'dist', 'bin.js');
-const DEPS = ['backend', 'autograd', 'graph', 'loader', 'trainer'];
 const FIXTURES = resolve(ROOT, '..', 'shared', 'fixtures');
-
-function newest(dir: string, skip: RegExp = /\.test\.ts$/): number {
-  let t = 0;
-  if (!existsSync(dir)) return t;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) t = Math.max(t, newest(p, skip));
-    else if (!skip.test(e.name)) t = Math.max(t, statSync(p).mtimeMs);
-  }
-  return t;
-}
-
-const mtime = (f: string): number => (existsSync(f) ? statSync(f).mtimeMs : 0);
-
-/** Build the CLI (and its dependencies when theirs are stale), as `pnpm test` would need. */
-function ensureBuilt(): void {
-  if (process.env.RUSTY_E2E_BUILD === '0') return;
-  const depsStale = DEPS.some((p) => {
-    const src = Math.max(newest(join(ROOT, 'packages', p, 'src')), p === 'backend' ? newest(join(ROOT, 'shaders')) : 0);
-    return mtime(join(ROOT, 'packages', p, 'dist', 'index.js')) < src;
-  });
-  const cliStale = mtime(BIN) < newest(join(CLI_DIR, 'src'));
-  if (!depsStale && !cliStale) return;
-  const filter = depsStale ? '@rusty/cli...' : '@rusty/cli';
-  const r = spawnSync('pnpm', ['--filter', filter, 'run', 'build'], { cwd: ROOT, encoding: 'utf8', env: process.env });
-  if (r.status !== 0) throw new Error(`building ${filter} failed:\n${r.stdout}\n${r.stderr}`);
-}
 
 let work: string;
 const env = (): NodeJS.ProcessEnv => ({ ...process.env, RUSTY_PROGRESS: 'plain', RUSTY_CACHE_DIR: join(work, 'cache'), NO_COLOR: '1' });
-
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-  /** stderr without the graphics driver's own notices (Mesa prints a few "Warning:" lines on every start). */
-  err: string[];
-}
-
-const driverNoise = (l: string): boolean => /^Warning: .*artificially reduced/.test(l) || /^MESA|^WARNING: lavapipe/i.test(l);
-
-function finish(code: number | null, signal: NodeJS.Signals | null, stdout: string, stderr: string): Run {
-  return { code, signal, stdout, stderr, err: stderr.split('\n').filter((l) => l.trim() && !driverNoise(l)) };
-}
-
-/** Run `rusty ...args`; `onStderr` sees stderr as it comes (with the child, to signal it). */
-function rusty(args: string[], onStderr?: (text: string, child: ReturnType<typeof spawn>) => void): Promise<Run> {
-  return new Promise((res, rej) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: work, env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-    child.stderr!.setEncoding('utf8').on('data', (s: string) => {
-      stderr += s;
-      onStderr?.(stderr, child);
-    });
-    child.on('error', rej);
-    child.on('close', (code, signal) => res(finish(code, signal, stdout, stderr)));
-  });
-}
-
-/** A user error: one line `rusty: ...` on stderr (matching `re`), no stack trace, the exit code given. */
-async function expectOneLineError(args: string[], re: RegExp, code = 1): Promise<string> {
-  const r = await rusty(args);
-  expect(r.err, `rusty ${args.join(' ')}\nstderr:\n${r.stderr}`).toHaveLength(1);
-  expect(r.err[0]).toMatch(/^rusty: /);
-  expect(r.err[0]).toMatch(re);
-  expect(r.stderr).not.toMatch(/\n\s+at /);
-  expect(r.code).toBe(code);
-  return r.err[0]!;
-}
+const { rusty, expectOneLineError } = cliRunner({ cwd: () => work, env });
 
 const tiny = ['--hidden-size', '32', '--layers', '1', '--heads', '2', '--kv-heads', '1', '--seq-len', '32', '--batch-size', '4'];
 
@@ -158,10 +85,12 @@ describe('rusty (built CLI, as a subprocess)', () => {
     expect(existsSync(join(work, 'base', 'checkpoints', `checkpoint-${stopped}`))).toBe(true);
     expect(existsSync(join(work, 'base', 'model.safetensors'))).toBe(false);
 
-    // a fresh run into the same directory is refused; --resume continues to the new total
-    await expectOneLineError(['train', '--data', 'corpus', '--out', 'base', ...tiny], /holds checkpoints of an earlier run: pass --resume/, 2);
+    // a fresh run into the same directory is refused; --resume continues to the new total, from any directory
+    // (the run was started with a relative --data)
+    await expectOneLineError(['train', '--data', 'corpus', '--out', 'base', ...tiny], /--out \S*base already holds checkpoints.*pass --overwrite.*or --resume to continue/, 2);
     const steps = stopped + 6;
-    const r2 = await rusty(['train', '--out', 'base', '--resume', '--steps', String(steps), '--log-every', '2']);
+    mkdirSync(join(work, 'elsewhere'), { recursive: true });
+    const r2 = await rusty(['train', '--out', join(work, 'base'), '--resume', '--steps', String(steps), '--log-every', '2'], undefined, join(work, 'elsewhere'));
     expect(r2.code, r2.stderr).toBe(0);
     expect(r2.stderr).toContain(`resumed from the checkpoint of step ${stopped}`);
     expect(r2.stdout).toMatch(new RegExp(`train: finished step ${steps} in`));
@@ -178,6 +107,21 @@ describe('rusty (built CLI, as a subprocess)', () => {
     expect(svg).toMatch(/^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
     expect(svg).toContain('<polyline');
     expect(svg).toContain('optimizer step');
+
+    // killed after its last checkpoint but before the model was written: --resume writes it; a moved --data
+    // named again on the command line is taken
+    const model = readFileSync(join(work, 'base', 'model.safetensors'));
+    rmSync(join(work, 'base', 'model.safetensors'));
+    cpSync(join(work, 'corpus'), join(work, 'corpus-moved'), { recursive: true });
+    const r3 = await rusty(['train', '--out', 'base', '--resume', '--data', 'corpus-moved']);
+    expect(r3.code, r3.stderr).toBe(0);
+    expect(r3.stderr).toContain('train: resuming with --data from the command line');
+    expect(r3.stderr).toContain('train: data: corpus-moved\n');
+    expect(r3.stderr).toMatch(/finished its \d+ steps before its export was written; writing it now/);
+    expect(r3.stdout).toMatch(new RegExp(`train: finished step ${steps} in`));
+    expect(readFileSync(join(work, 'base', 'model.safetensors')).equals(model)).toBe(true);
+    // now there is nothing left to do
+    await expectOneLineError(['train', '--out', 'base', '--resume'], new RegExp(`already at step ${steps}; give --steps above ${steps}`), 2);
   });
 
   it('finetune: LoRA from flags and a JSON config, 16-bit base weights, checkpointing, accumulation, merge', async () => {
@@ -209,6 +153,14 @@ describe('rusty (built CLI, as a subprocess)', () => {
     const plain = await rusty(['generate', '--model', 'base', '--prompt', 'export function', '--temperature', '0', '-n', '8', '--no-echo']);
     expect(plain.code, plain.stderr).toBe(0);
     expect(plain.stdout.startsWith('export function')).toBe(false);
+    // at temperature 5 the distribution is nearly flat: only top-k 1, or a top-p below the top token's
+    // probability, bring back the greedy text
+    const hot = (k: string, p: string) => rusty(['generate', '--model', 'base', '--prompt', 'export function', '--temperature', '5', '--top-k', k, '--top-p', p, '--seed', '3', '-n', '8', '--no-echo']);
+    const [k1, p0, free] = [await hot('1', '1'), await hot('0', '0.000001'), await hot('0', '1')];
+    expect(k1.code, k1.stderr).toBe(0);
+    expect(k1.stdout, '--top-k 1').toBe(plain.stdout);
+    expect(p0.stdout, '--top-p 1e-6').toBe(plain.stdout);
+    expect(free.stdout, 'no top-k, no top-p').not.toBe(plain.stdout);
   });
 
   it('eval prints loss and perplexity; the merged model scores like base + adapter', async () => {
@@ -258,6 +210,19 @@ describe('rusty (built CLI, as a subprocess)', () => {
     expect(i.stdout).toMatch(/^lm_head\.weight +F32 +\[256, 64\]/m);
     // without a tokenizer.json, text prompts need --tokenizer
     await expectOneLineError(['generate', '--model', join(FIXTURES, 'llama-tiny'), '--prompt', 'x'], /no tokenizer.json .*give one with --tokenizer/);
+  });
+
+  it("Dawn's adapter-limit notices stay off stderr (a pipe, as a shell or CI gives it) unless --debug", () => {
+    // `2>&1 | cat`: the CLI's stderr is a pipe (Node's own spawn pipes are sockets, which createContext leaves alone)
+    const sh = (args: string) => spawnSync('sh', ['-c', `"${process.execPath}" "${BIN}" ${args} 2>&1 | cat`], { cwd: work, env: env(), encoding: 'utf8' });
+    const quiet = sh('devices');
+    expect(quiet.stdout).toMatch(/^adapter\s+\S/m);
+    expect(quiet.stdout).not.toMatch(/artificially reduced/);
+    expect(quiet.stdout).not.toMatch(/^Warning:/m);
+    const debug = sh('devices --debug');
+    expect(debug.stdout).toMatch(/^adapter\s+\S/m);
+    // the notices are Dawn's reaction to lavapipe's limits: with --debug they show where the driver causes them
+    if (/llvmpipe|lavapipe/i.test(debug.stdout)) expect(debug.stdout).toMatch(/^Warning: maxDynamic\w+ artificially reduced/m);
   });
 
   it('devices and bench', async () => {
@@ -329,10 +294,17 @@ describe('rusty (built CLI, as a subprocess)', () => {
       await expectOneLineError(['generate', '--model', 'wide', '--adapter', 'lora-copy', '--prompt', 'x'], /lora_A.weight' has shape \[4, (32|80)\], the model needs \[4, (48|128)\] \(adapter for a different base model/);
     });
 
-    it('GPU out of memory, with a hint', async () => {
+    it('GPU out of memory, with a hint that fits the cause', async () => {
+      // weights bigger than any buffer (2 TiB): a smaller model helps, a smaller batch does not
+      const m = await expectOneLineError(
+        ['train', '--data', 'qa.jsonl', '--out', 'huge', '--hidden-size', '65536', '--heads', '32', '--intermediate-size', '8388608', '--steps', '1'],
+        /out of GPU memory: an MLP weight .*maxBufferSize.*; the model's weights alone do not fit: make the model smaller \(a lower --hidden-size, --intermediate-size or --layers/,
+      );
+      expect(m).not.toMatch(/--batch-size/);
+      // the logits of a huge batch: a smaller batch helps
       await expectOneLineError(
-        ['train', '--data', 'qa.jsonl', '--out', 'huge', '--hidden-size', '4096', '--heads', '32', '--intermediate-size', '300000', '--steps', '1'],
-        /out of GPU memory: .*maxBufferSize.*; try a smaller --batch-size .*--gradient-checkpointing.*16-bit/,
+        ['train', '--data', 'qa.jsonl', '--out', 'huge', '--batch-size', '10000000', '--seq-len', '512', '--steps', '1'],
+        /out of GPU memory: the logits of a batch .*maxBufferSize.*; try a smaller --batch-size .*--gradient-checkpointing/,
       );
     });
 
@@ -340,6 +312,81 @@ describe('rusty (built CLI, as a subprocess)', () => {
       const r = await rusty(['inspect', 'nope.safetensors', '--debug']);
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/\n\s+at /);
+    });
+  });
+
+  describe('runs never destroy work', () => {
+    const sha = (f: string) => createHash('sha256').update(readFileSync(f)).digest('hex');
+    /** Every file under `dir` (recursively) with its SHA-256. */
+    const contents = (dir: string): Record<string, string> => {
+      const out: Record<string, string> = {};
+      for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) if (e.isFile()) out[join(e.parentPath, e.name)] = sha(join(e.parentPath, e.name));
+      return out;
+    };
+    const lockOf = (pid: number) => JSON.stringify({ pid, host: hostname(), command: 'rusty train', started: new Date().toISOString() });
+
+    beforeAll(() => {
+      mkdirSync(join(work, 'hf-model'), { recursive: true });
+      for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(work, 'base', f), join(work, 'hf-model', f));
+      mkdirSync(join(work, 'peft-adapter'), { recursive: true });
+      for (const f of ['adapter_config.json', 'adapter_model.safetensors']) copyFileSync(join(work, 'lora', f), join(work, 'peft-adapter', f));
+    });
+
+    it('--out holding a model or an adapter is refused before any data is read, every file byte-identical', async () => {
+      const model = contents(join(work, 'hf-model'));
+      await expectOneLineError(['train', '--data', 'corpus', '--out', 'hf-model', ...tiny], /--out \S*hf-model already holds config.json, model.safetensors, tokenizer.json, .*pass --overwrite/, 2);
+      expect(contents(join(work, 'hf-model'))).toEqual(model);
+      expect(readdirSync(join(work, 'hf-model')).sort()).toEqual(['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']);
+      const adapter = contents(join(work, 'peft-adapter'));
+      await expectOneLineError(['finetune', '--model', 'base', '--data', 'qa.jsonl', '--out', 'peft-adapter'], /--out \S*peft-adapter already holds adapter_config.json, adapter_model.safetensors .*pass --overwrite/, 2);
+      expect(contents(join(work, 'peft-adapter'))).toEqual(adapter);
+      // an existing file as --out fails at once, before the data is read
+      await expectOneLineError(['train', '--data', 'corpus', '--out', 'qa.jsonl', ...tiny], /--out \S*qa.jsonl is an existing file, not a directory/, 2);
+      await expectOneLineError(['finetune', '--model', 'base', '--data', 'qa.jsonl', '--out', 'lora.json'], /--out \S*lora.json is an existing file, not a directory/, 2);
+    });
+
+    it('a live run lock is an error naming its pid; a stale one is taken over; SIGTERM exits 143 with a checkpoint', async () => {
+      mkdirSync(join(work, 'locked'));
+      writeFileSync(join(work, 'locked', '.rusty-run.lock'), lockOf(process.pid));
+      await expectOneLineError(['train', '--data', 'qa.jsonl', '--out', 'locked', '--steps', '2', ...tiny], new RegExp(`locked is in use by another run \\(rusty train, pid ${process.pid},`));
+      expect(readdirSync(join(work, 'locked'))).toEqual(['.rusty-run.lock']);
+      // the lock of a process that is gone (a crash) is taken over, held while the run lasts and released
+      const dead = spawnSync(process.execPath, ['-e', '']).pid!;
+      mkdirSync(join(work, 'stale'));
+      writeFileSync(join(work, 'stale', '.rusty-run.lock'), lockOf(dead));
+      let sent = false;
+      let held = '';
+      const r = await rusty(['train', '--data', 'corpus', '--out', 'stale', '--steps', '2000', '--log-every', '1', ...tiny], (text, child) => {
+        if (!sent && /train step [3-9]\/2000/.test(text)) {
+          sent = true;
+          held = readFileSync(join(work, 'stale', '.rusty-run.lock'), 'utf8');
+          child.kill('SIGTERM');
+        }
+      });
+      expect(r.code, r.stderr).toBe(143);
+      expect(JSON.parse(held).pid).not.toBe(dead);
+      expect(r.stderr).toMatch(/checkpoint saved in .*checkpoint-\d+/);
+      expect(existsSync(join(work, 'stale', '.rusty-run.lock'))).toBe(false);
+    });
+
+    it('a NaN loss stops the run with an error; the checkpoints kept are finite and no model is written', async () => {
+      // --overwrite: the directory held a model; it is replaced (and, the run failing, not written again)
+      const r = await rusty(['train', '--data', 'corpus', '--out', 'hf-model', '--overwrite', '--steps', '40', '--lr', '1e6', '--warmup', '9', '--save-every', '1', '--log-every', '1', ...tiny]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.err.at(-1)).toMatch(/^rusty: the (weights hold NaN or infinite values after step \d+|loss was \S+ .* for 3 consecutive steps).* \(try a lower learning rate\)$/);
+      expect(existsSync(join(work, 'hf-model', 'model.safetensors'))).toBe(false);
+      const cks = readdirSync(join(work, 'hf-model', 'checkpoints')).filter((n) => n.startsWith('checkpoint-'));
+      expect(cks.length).toBeGreaterThan(0);
+      for (const c of cks) {
+        const st = await readSafetensors(join(work, 'hf-model', 'checkpoints', c, 'model.safetensors'));
+        for (const name of st.tensors.keys()) expect((await st.readF32(name)).every(Number.isFinite), `${c} ${name}`).toBe(true);
+        await st.close();
+      }
+    });
+
+    it('--warmup above --steps is an error', async () => {
+      await expectOneLineError(['train', '--data', 'corpus', '--out', 'warm', '--steps', '10', '--warmup', '50', ...tiny], /--warmup 50 is above --steps 10/, 2);
+      await expectOneLineError(['finetune', '--model', 'base', '--data', 'qa.jsonl', '--out', 'warm', '--steps', '10', '--warmup', '11'], /--warmup 11 is above --steps 10/, 2);
     });
   });
 });

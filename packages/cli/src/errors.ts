@@ -15,9 +15,20 @@ export const EXIT_ERROR = 1;
 export const EXIT_USAGE = 2;
 /** Stopped by Ctrl-C (128 + SIGINT), after saving a checkpoint. */
 export const EXIT_INTERRUPTED = 130;
+/** Stopped by SIGTERM (128 + 15), after saving a checkpoint. */
+export const EXIT_TERMINATED = 143;
+
+/** The exit code of a run stopped by `signal` (130 for SIGINT, 143 for SIGTERM). */
+export const exitCodeOfSignal = (signal: string | undefined): number => (signal === 'SIGTERM' ? EXIT_TERMINATED : EXIT_INTERRUPTED);
+
+/** The model's weights alone do not fit the adapter: a smaller batch cannot help, a smaller model can. */
+export class ModelTooLargeError extends OutOfMemoryError {}
 
 export const OOM_HINT =
   'try a smaller --batch-size or --seq-len (with --gradient-accumulation to keep the effective batch), --gradient-checkpointing, or 16-bit frozen weights (rusty finetune --mixed-precision bf16)';
+
+export const MODEL_SIZE_HINT =
+  "the model's weights alone do not fit: make the model smaller (a lower --hidden-size, --intermediate-size or --layers, or a smaller --model), or keep frozen weights in 16 bits (rusty finetune --mixed-precision bf16)";
 
 const FS_CODES: Record<string, string> = {
   ENOENT: 'no such file or directory',
@@ -43,7 +54,7 @@ function isHostOom(e: unknown): boolean {
 export function describeError(e: unknown): string {
   if (e instanceof OutOfMemoryError) {
     const msg = oneLine(e.message).replace(/\s*Try a smaller batch[^.]*\.?$/, '').replace(/[.\s]+$/, '');
-    return `out of GPU memory: ${msg.replace(/^GPU out of memory:\s*/, '')}; ${OOM_HINT}`;
+    return `out of GPU memory: ${msg.replace(/^GPU out of memory:\s*/, '')}; ${e instanceof ModelTooLargeError ? MODEL_SIZE_HINT : OOM_HINT}`;
   }
   if (e instanceof RustyError) return oneLine(e.message);
   if (isHostOom(e)) return `out of host memory (${(e as Error).message}); ${OOM_HINT}`;

@@ -66,6 +66,8 @@ export async function main(argv: string[]): Promise<number> {
   const dash = argv.indexOf('--');
   const before = dash >= 0 ? argv.slice(0, dash) : argv;
   const debug = before.includes('--debug');
+  // --debug also lets the graphics driver's own notices through (see createContext)
+  if (debug) process.env.RUSTY_DEBUG = '1';
   const args = [...before.filter((a) => a !== '--debug'), ...(dash >= 0 ? argv.slice(dash) : [])];
   try {
     const [cmd, ...rest] = args;

@@ -1,7 +1,7 @@
 // What `rusty train`, `rusty finetune` and `rusty demo` share: reading the data, the optimizer and schedule,
 // the Trainer with a live progress display, metrics JSONL and the loss-curve SVG.
-import { mkdir, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { fmtBytes, OutOfMemoryError, type Context } from '@rusty/backend';
 import { AdamW, LinearWarmup, WarmupCosineScheduler, type Tensor } from '@rusty/autograd';
 import type { LlamaConfig } from '@rusty/graph';
@@ -16,8 +16,8 @@ import {
   type TextTokenizer,
   type TrainerModel,
 } from '@rusty/trainer';
-import { InputError, UsageError } from './errors';
-import { requirePath } from './model-io';
+import { InputError, ModelTooLargeError, UsageError } from './errors';
+import { requirePath, writeJsonAtomic } from './model-io';
 import { fmtCount, fmtDuration, fmtLoss, Progress } from './progress';
 import { lossCurveSvg } from './svg';
 import type { CorpusSource } from './corpus';
@@ -81,14 +81,19 @@ export async function loadData(
  */
 export function checkFits(ctx: Context, c: LlamaConfig, batch: number, seqLen: number, weightBytes = 4): void {
   const max = ctx.info.limits.maxBufferSize ?? Infinity;
-  const buffers: [string, number][] = [
+  // the weights first: when they alone do not fit, a smaller batch does not help
+  const weights: [string, number][] = [
     ['the embedding', c.vocabSize * c.hiddenSize * weightBytes],
     ['an MLP weight', c.intermediateSize * c.hiddenSize * weightBytes],
     ['an attention weight', c.numAttentionHeads * c.headDim * c.hiddenSize * weightBytes],
+  ];
+  for (const [what, bytes] of weights)
+    if (bytes > max) throw new ModelTooLargeError(`${what} needs a ${fmtBytes(bytes)} buffer, more than this adapter's maxBufferSize (${fmtBytes(max)})`);
+  const activations: [string, number][] = [
     [`the logits of a batch (${batch} x ${seqLen} x ${c.vocabSize})`, batch * seqLen * c.vocabSize * 4],
     [`the MLP activations of a batch (${batch} x ${seqLen} x ${c.intermediateSize})`, batch * seqLen * c.intermediateSize * 4],
   ];
-  for (const [what, bytes] of buffers)
+  for (const [what, bytes] of activations)
     if (bytes > max) throw new OutOfMemoryError(`${what} needs a ${fmtBytes(bytes)} buffer, more than this adapter's maxBufferSize (${fmtBytes(max)})`);
 }
 
@@ -135,65 +140,125 @@ export interface RunResult {
 export const checkpointDirOf = (out: string): string => join(out, 'checkpoints');
 const RUN_FILE = 'run.json';
 
-/** Save the resolved options of a run next to its checkpoints (what `--resume` continues with). */
-export async function saveRunOptions(out: string, command: string, options: Record<string, unknown>): Promise<void> {
-  const dir = checkpointDirOf(out);
-  await mkdir(dir, { recursive: true });
-  await writeFile(join(dir, RUN_FILE), JSON.stringify({ command, options }, null, 2) + '\n');
+/** What `run.json` beside the checkpoints holds. */
+interface RunFile {
+  command: string;
+  /** The resolved options (paths absolute). */
+  options: Record<string, unknown>;
+  /** The working directory the run started in. */
+  cwd?: string;
+  /** Step whose model (or adapter) was written completely. */
+  exported?: number;
 }
 
-/** The options a run was started with, for `--resume`, and the step of its newest checkpoint. */
-export async function loadRunOptions(out: string, command: string): Promise<{ options: Record<string, unknown>; step: number }> {
+/** Options that name files: saved absolute, and taken from the command line when given again on `--resume`. */
+export const PATH_OPTIONS = ['data', 'tokenizer', 'modelConfig', 'model'];
+
+function absolutePaths(options: Record<string, unknown>): Record<string, unknown> {
+  const o = { ...options };
+  for (const k of PATH_OPTIONS) {
+    const v = o[k];
+    if (typeof v === 'string') o[k] = resolve(v);
+    else if (Array.isArray(v)) o[k] = v.map((p) => (typeof p === 'string' ? resolve(p) : p));
+  }
+  return o;
+}
+
+async function readRunFile(out: string): Promise<RunFile> {
+  const file = join(checkpointDirOf(out), RUN_FILE);
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as RunFile;
+  } catch {
+    throw new InputError(`--resume: ${file} is missing or unreadable (the run's options are needed to resume)`);
+  }
+}
+
+async function writeRunFile(out: string, run: RunFile): Promise<void> {
+  const dir = checkpointDirOf(out);
+  await mkdir(dir, { recursive: true });
+  await writeJsonAtomic(join(dir, RUN_FILE), run);
+}
+
+/** Save the resolved options of a run next to its checkpoints (what `--resume` continues with); paths absolute. */
+export async function saveRunOptions(out: string, command: string, options: Record<string, unknown>): Promise<void> {
+  await writeRunFile(out, { command, options: absolutePaths(options), cwd: process.cwd() });
+}
+
+/** Record that the run's model (or adapter) for `step` is written completely (`--resume` then has nothing left). */
+export async function markExported(out: string, step: number): Promise<void> {
+  await writeRunFile(out, { ...(await readRunFile(out)), exported: step });
+}
+
+/** The options a run was started with, for `--resume`, the step of its newest checkpoint and whether it was exported. */
+export async function loadRunOptions(out: string, command: string): Promise<{ options: Record<string, unknown>; step: number; exported: boolean }> {
   const dir = checkpointDirOf(out);
   const latest = await findLatestCheckpoint(dir);
   if (!latest) throw new InputError(`--resume: no checkpoint to resume in ${dir} (start without --resume)`);
   const step = Number(/checkpoint-(\d+)$/.exec(latest)?.[1] ?? 0);
-  let run: { command?: string; options?: Record<string, unknown> };
-  try {
-    run = JSON.parse(await readFile(join(dir, RUN_FILE), 'utf8'));
-  } catch {
-    throw new InputError(`--resume: ${join(dir, RUN_FILE)} is missing or unreadable (the run's options are needed to resume)`);
-  }
+  const run = await readRunFile(out);
   if (run.command !== command) throw new InputError(`--resume: ${dir} holds a '${run.command}' run, not a '${command}' run`);
-  return { options: run.options ?? {}, step };
+  // runs saved before paths were made absolute: relative to the directory the run started in
+  const options = run.cwd ? absolutePathsFrom(run.options ?? {}, run.cwd) : (run.options ?? {});
+  const files = EXPORT_FILES[command] ?? [];
+  const present = await Promise.all(files.map((f) => stat(join(out, f)).then(() => true, () => false)));
+  return { options, step, exported: run.exported === step && present.every(Boolean) };
 }
 
-/** A fresh run refuses to mix with an earlier one's checkpoints unless asked to start over. */
-export async function prepareOutDir(out: string, o: { resume: boolean; overwrite: boolean }): Promise<void> {
-  if (o.resume) return;
-  const dir = checkpointDirOf(out);
-  let names: string[] = [];
-  try {
-    names = await readdir(dir);
-  } catch {
-    return;
+/** What a finished run of each command writes into --out (a run killed before all of it was written is not done). */
+const EXPORT_FILES: Record<string, string[]> = {
+  train: ['config.json', 'model.safetensors', 'tokenizer.json'],
+  finetune: ['adapter_config.json', 'adapter_model.safetensors'],
+};
+
+function absolutePathsFrom(options: Record<string, unknown>, cwd: string): Record<string, unknown> {
+  const o = { ...options };
+  for (const k of PATH_OPTIONS) {
+    const v = o[k];
+    if (typeof v === 'string') o[k] = resolve(cwd, v);
+    else if (Array.isArray(v)) o[k] = v.map((p) => (typeof p === 'string' ? resolve(cwd, p) : p));
   }
-  if (!names.some((n) => n.startsWith('checkpoint-'))) return;
-  if (!o.overwrite) throw new UsageError(`${out} holds checkpoints of an earlier run: pass --resume to continue it, or --overwrite to start over`);
-  await rm(dir, { recursive: true, force: true });
-  await rm(join(out, 'metrics.jsonl'), { force: true });
+  return o;
 }
 
-/** Refuse a resumed run that has nothing left to do. */
-export function checkResumeSteps(steps: number | undefined, done: number): void {
-  if (steps !== undefined && steps <= done)
+/**
+ * Refuse a resumed run that has nothing left to do: at (or past) `--steps` with its model written. A run killed
+ * after its last checkpoint but before its export is resumed: it writes the export.
+ */
+export function checkResumeSteps(steps: number | undefined, done: number, exported: boolean): void {
+  if (steps === undefined) return;
+  if (steps < done || (steps === done && exported))
     throw new UsageError(`--resume: the run is already at step ${done}; give --steps above ${done} to train further`);
+}
+
+/** `--warmup` above `--steps` is an error (the learning rate would never finish warming up). */
+export function checkWarmup(warmup: number | undefined, steps: number): void {
+  if (warmup !== undefined && warmup > steps)
+    throw new UsageError(`--warmup ${warmup} is above --steps ${steps}: the learning rate would never reach --lr; give a --warmup of at most ${steps}`);
 }
 
 /**
  * Merge a resumed run's saved options with the command line: the saved ones win, except for the names in `keep`
- * given on the command line. Returns the other command-line options that were overridden.
+ * and the options that name files (`PATH_OPTIONS`: a moved file can be named again) given on the command line,
+ * and options the run did not save. Returns the other command-line options that were overridden.
  */
-export function resumeOptions<T extends Record<string, unknown>>(saved: Record<string, unknown>, cli: T, onCommandLine: Set<string>, keep: readonly string[]): { opts: T; ignored: string[] } {
+export function resumeOptions<T extends Record<string, unknown>>(saved: Record<string, unknown>, cli: T, onCommandLine: Set<string>, keep: readonly string[]): { opts: T; ignored: string[]; taken: string[] } {
   const opts = { ...cli } as Record<string, unknown>;
   const ignored: string[] = [];
+  const taken: string[] = [];
   const keys = new Set([...Object.keys(saved), ...onCommandLine]);
   for (const k of keys) {
-    if (keep.includes(k) && onCommandLine.has(k)) continue;
-    if (onCommandLine.has(k) && JSON.stringify(cli[k]) !== JSON.stringify(saved[k])) ignored.push(k);
+    const given = onCommandLine.has(k);
+    const differs = JSON.stringify(cli[k]) !== JSON.stringify(saved[k]);
+    if (given && keep.includes(k)) continue;
+    if (given && PATH_OPTIONS.includes(k)) {
+      if (differs && saved[k] !== undefined) taken.push(k);
+      continue;
+    }
+    if (saved[k] === undefined) continue;
+    if (given && differs) ignored.push(k);
     opts[k] = saved[k];
   }
-  return { opts: opts as T, ignored };
+  return { opts: opts as T, ignored, taken };
 }
 
 /** Train with AdamW (no weight decay on norms and biases), warm-up + cosine schedule and the progress display. */

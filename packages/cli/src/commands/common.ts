@@ -30,7 +30,7 @@ export function loopFlags(d: { steps: number | string; lr: number | string; weig
     seed: withDefault(flag.int('seed of the initialisation, data order and split', { min: 0 }), 0),
     'log-every': flag.int('without a terminal: a progress line every N steps (default steps/20)', { min: 1 }),
     resume: flag.bool('continue the run in --out from its newest checkpoint (same options; --steps may be raised)'),
-    overwrite: flag.bool('start over in an --out that holds checkpoints of an earlier run'),
+    overwrite: flag.bool('replace what --out holds (a model, an adapter, or an earlier run: its checkpoints and metrics)'),
   };
 }
 

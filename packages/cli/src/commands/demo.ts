@@ -1,10 +1,12 @@
-import { mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import type { LlamaForCausalLM } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec } from '../args';
-import { DEMO_FACTS, defaultCorpus, demoFinetuneJsonl, demoPrompt } from '../corpus';
-import { EXIT_INTERRUPTED, EXIT_OK, UsageError } from '../errors';
+import type { CorpusSource } from '../corpus';
+import { DEMO_CORPUS_SHA256, DEMO_FACTS, demoCorpus, demoFinetuneJsonl, demoPrompt } from '../demo-corpus';
+import { EXIT_OK, exitCodeOfSignal, UsageError } from '../errors';
+import { checkOutTarget, RUN_LOCK_FILE } from '../out-dir';
 import { PRESETS } from '../presets';
 import { fmtCount, fmtDuration, fmtLoss } from '../progress';
 import { loadData } from '../training';
@@ -12,13 +14,17 @@ import { finetuneModel, finetuneSpec } from './finetune';
 import { evaluateModel } from './eval';
 import { streamText } from './generate';
 import { openContext } from './common';
+import { acquireRunLock, checkRunLock } from '@rusty/trainer';
 import { trainModel, trainSpec } from './train';
+
+/** LoRA fine-tuning steps by size. */
+const FINETUNE_STEPS = { tiny: 400, small: 300 } as const;
 
 const flags = {
   out: withDefault(flag.str('directory for everything the demo writes (base model, adapter, merged model, data, metrics, curves)', { short: 'o', value: '<dir>' }), 'rusty-demo'),
   size: flag.choice(['tiny', 'small'], 'model and run size (default: tiny on a CPU software adapter, small on a GPU)'),
-  steps: flag.int('pretraining steps (default 300 tiny, 600 small)', { min: 1 }),
-  'finetune-steps': flag.int('LoRA fine-tuning steps (default 400 tiny, 300 small)', { min: 1 }),
+  steps: flag.int(`pretraining steps (default ${PRESETS.tiny.steps} tiny, ${PRESETS.small.steps} small)`, { min: 1 }),
+  'finetune-steps': flag.int(`LoRA fine-tuning steps (default ${FINETUNE_STEPS.tiny} tiny, ${FINETUNE_STEPS.small} small)`, { min: 1 }),
   'max-new-tokens': withDefault(flag.int('tokens per sample', { short: 'n', min: 1 }), 40),
   seed: withDefault(flag.int('seed of everything', { min: 0 }), 0),
   'log-every': flag.int('without a terminal: a progress line every N steps', { min: 1 }),
@@ -29,10 +35,13 @@ export const demoSpec: CommandSpec<typeof flags> = {
   summary: 'train a tiny model from scratch, fine-tune it with LoRA, show samples before and after',
   usage: 'rusty demo [--out <dir>] [--size tiny|small] [options]',
   description: `The whole pipeline with nothing to download:
-  1. pretrain a small Llama on the embedded corpus (this repository's TypeScript sources, or generated code);
-  2. sample from it: it writes code-like text;
-  3. fine-tune it with LoRA on a second, generated corpus of question/answer pairs (prompts masked out);
-  4. sample again with the same prompts: it now answers in the new format.
+  1. pretrain a small Llama on the corpus shipped with the demo (generated TypeScript-like code of a small ML
+     framework, the same text on every machine; its doc comments say what each part does: "the cache: it keeps
+     keys and values.");
+  2. sample from it: it writes code like the corpus, and does not answer questions;
+  3. fine-tune it with LoRA on a second corpus of question/answer pairs (prompts masked out of the loss);
+  4. sample again with the same prompts: it now answers each question with what the corpus says.
+The seed (--seed) fixes the initialisation, data order and samples.
 On a CPU software adapter (lavapipe) the tiny size finishes in a few minutes; on a GPU the small size is used.
 Everything lands in --out: base/ (HF model dir), lora/ (PEFT adapter) and lora/merged/, the data, metrics JSONL
 and loss curves (loss.svg).`,
@@ -42,19 +51,32 @@ and loss curves (loss.svg).`,
 
 const MARKER = '.rusty-demo';
 
-/** The demo starts over in its own directory, and refuses to clear one it did not create. */
-async function prepare(out: string): Promise<void> {
+/**
+ * The demo starts over in its own directory: it refuses one it did not create and one another live run holds
+ * (checked before anything is written), then locks it for the run.
+ */
+async function prepare(out: string): Promise<() => void> {
+  await checkOutTarget(out);
   let names: string[] = [];
   try {
-    if (!(await stat(out)).isDirectory()) throw new UsageError(`demo: --out ${out} exists and is not a directory`);
-    names = await readdir(out);
-  } catch (e) {
-    if (e instanceof UsageError) throw e;
+    names = (await readdir(out)).filter((n) => n !== RUN_LOCK_FILE);
+  } catch {
+    // a new directory
   }
   if (names.length && !names.includes(MARKER)) throw new UsageError(`demo: --out ${out} exists and was not made by rusty demo; choose another --out`);
+  checkRunLock(out);
+  const lock = await acquireRunLock(out, 'rusty demo');
   for (const n of ['base', 'lora']) await rm(join(out, n), { recursive: true, force: true });
-  await mkdir(out, { recursive: true });
   await writeFile(join(out, MARKER), 'made by rusty demo\n');
+  return lock.release;
+}
+
+/** The demo's pretraining corpus, written under `dir` (so the corpus pipeline and its token cache see a file). */
+async function demoCorpusSource(dir: string): Promise<CorpusSource> {
+  await mkdir(dir, { recursive: true });
+  const file = join(dir, 'demo-corpus.ts.txt');
+  await writeFile(file, demoCorpus());
+  return { name: `the demo corpus (generated TypeScript-like code, sha256 ${DEMO_CORPUS_SHA256.slice(0, 12)}, ${file})`, paths: [file] };
 }
 
 /** Greedy continuations of the question prompts; a sampled one (temperature 0.7) of the code prompt. */
@@ -74,13 +96,16 @@ export async function demoCommand(argv: string[]): Promise<number> {
   const { opts: o } = parseArgs(demoSpec, argv);
   const out = resolve(o.out);
   const t0 = performance.now();
-  await prepare(out);
-  const ctx = await openContext();
+  const release = await prepare(out);
+  const ctx = await openContext().catch((e) => {
+    release();
+    throw e;
+  });
   try {
     const size = o.size ?? (ctx.info.isSoftware ? 'tiny' : 'small');
     const p = PRESETS[size];
     const steps = o.steps ?? p.steps;
-    const ftSteps = o.finetuneSteps ?? (size === 'tiny' ? 400 : 300);
+    const ftSteps = o.finetuneSteps ?? FINETUNE_STEPS[size];
     const log = (s: string) => process.stdout.write(s + '\n');
     const rel = (f: string) => relative(process.cwd(), f) || '.';
     const common = [...(o.logEvery ? ['--log-every', String(o.logEvery)] : []), '--seed', String(o.seed)];
@@ -88,7 +113,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
     log(`rusty demo (${size}: hidden ${p.hiddenSize}, ${p.layers} layers, sequences of ${p.seqLen} tokens; adapter: ${ctx.info.description || ctx.info.device})`);
     log('');
     log(`1. Pretraining a small Llama from scratch for ${steps} steps`);
-    const corpus = await defaultCorpus(join(out, 'data'));
+    const corpus = await demoCorpusSource(join(out, 'data'));
     const trainOpts = parseArgs(trainSpec, [
       '--out', join(out, 'base'),
       '--steps', String(steps),
@@ -107,7 +132,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
     const base = await trainModel(ctx, trainOpts, { corpus, title: 'rusty demo: pretraining on code' });
     if (base.interrupted) {
       log(`demo: interrupted during pretraining (checkpoint in ${rel(base.run.checkpointDir)})`);
-      return EXIT_INTERRUPTED;
+      return exitCodeOfSignal(base.run.fit.signal);
     }
     const f1 = base.run.fit;
     log(
@@ -153,7 +178,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
     });
     if (ft.interrupted) {
       log(`demo: interrupted during fine-tuning (checkpoint in ${rel(ft.run.checkpointDir)})`);
-      return EXIT_INTERRUPTED;
+      return exitCodeOfSignal(ft.run.fit.signal);
     }
     const f2 = ft.run.fit;
     log(
@@ -176,6 +201,8 @@ export async function demoCommand(argv: string[]): Promise<number> {
       log(`     before: ${show(before[i]!)}`);
       log(`     after:  ${show(after[i]!)}`);
     });
+    const exact = targets.filter((t, i) => t !== null && after[i] === t).length;
+    log(`   taught answers reproduced exactly: ${exact} of ${DEMO_FACTS.length}`);
     log('');
     log(`demo finished in ${fmtDuration((performance.now() - t0) / 1000)}. Try:`);
     log(`  rusty generate --model ${rel(base.out)} --adapter ${rel(ft.out)} --prompt "Q: what does the cache do?\\nA:" --temperature 0`);
@@ -185,5 +212,6 @@ export async function demoCommand(argv: string[]): Promise<number> {
     return EXIT_OK;
   } finally {
     ctx.destroy();
+    release();
   }
 }

@@ -1,19 +1,21 @@
 import { stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Context } from '@rusty/backend';
-import { applyLora, loraTargets, mergeLora, parameterShapes, type CausalLM, type ModelConfig } from '@rusty/graph';
+import { applyLora, mergeLora, type LlamaForCausalLM } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec, type OptionsOf } from '../args';
 import type { CorpusSource } from '../corpus';
 import { EXIT_OK, InputError, UsageError } from '../errors';
-import { checkWeights, loadModel, readModelConfig, requirePath, saveAdapter, saveModelDir } from '../model-io';
+import { checkWeights, expectedShapes, loadModel, readModelConfig, requirePath, saveAdapter, saveModelDir } from '../model-io';
 import { fmtCount } from '../progress';
+import { checkOutTarget, prepareOutDir } from '../out-dir';
 import {
   checkDataPaths,
   checkFits,
+  checkWarmup,
   loadData,
+  markExported,
   packFor,
-  prepareOutDir,
   runTraining,
   saveRunOptions,
   summaryLines,
@@ -22,6 +24,7 @@ import {
 import { dataFlags, loopFlags, noteSoftware, openContext, warmupOf } from './common';
 import { reportInterrupted, resumedOptions } from './run-control';
 
+export const ALL_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 
 const flags = {
   model: flag.str('the base model: an HF directory (config.json + model.safetensors or shards) or a .safetensors file beside its config.json', {
@@ -34,7 +37,7 @@ const flags = {
   tokenizer: flag.str("a tokenizer.json to use instead of the model directory's", { value: '<file>' }),
   r: withDefault(flag.int('LoRA rank', { min: 1 }), 8),
   alpha: withDefault(flag.num('LoRA alpha (the update is scaled by alpha / r)', { positive: true }), 16),
-  targets: withDefault(flag.list('modules to adapt, or "all" (every linear projection of the architecture)', { value: '<names>' }), ['q_proj', 'k_proj', 'v_proj', 'o_proj']),
+  targets: withDefault(flag.list(`modules to adapt, or "all" (${ALL_TARGETS.join(',')})`, { value: '<names>' }), ['q_proj', 'k_proj', 'v_proj', 'o_proj']),
   'seq-len': withDefault(flag.int('tokens per training sequence', { min: 2 }), 256),
   pack: withDefault(flag.choice(['auto', 'yes', 'no'], 'concatenate documents into full windows (yes), or one padded window per document (no); auto: no for JSONL'), 'auto'),
   ...loopFlags({ steps: 100, lr: 2e-4, weightDecay: 0, batch: 4 }),
@@ -46,7 +49,7 @@ const flags = {
 
 export const finetuneSpec: CommandSpec<typeof flags> = {
   name: 'finetune',
-  summary: 'fine-tune a safetensors model (Llama, Mistral, Qwen2, Qwen3, Gemma 3) with LoRA',
+  summary: 'fine-tune a safetensors Llama model with LoRA',
   usage: 'rusty finetune --model <dir|file.safetensors> --data <file|dir|jsonl>... [options]',
   description: `Freezes the base model, adds LoRA adapters to the target projections and trains them. Writes a PEFT
 adapter directory (loadable by rusty generate --adapter and by PEFT's PeftModel.from_pretrained) and, with
@@ -69,7 +72,7 @@ type FinetuneOpts = OptionsOf<typeof flags>;
 const RESUMABLE = ['steps', 'logEvery', 'saveEvery', 'evalEvery', 'resume', 'overwrite', 'out', 'config', 'merge', 'mergeDtype'];
 
 export interface FinetuneOutcome {
-  model: CausalLM;
+  model: LlamaForCausalLM;
   tokenizer: Tokenizer;
   run: RunResult;
   out: string;
@@ -78,8 +81,8 @@ export interface FinetuneOutcome {
   trainable: number;
 }
 
-function resolveTargets(t: string[], config: ModelConfig): string[] {
-  return t.length === 1 && (t[0] === 'all' || t[0] === 'all-linear') ? [...loraTargets(config)] : t;
+function resolveTargets(t: string[]): string[] {
+  return t.length === 1 && (t[0] === 'all' || t[0] === 'all-linear') ? ALL_TARGETS : t;
 }
 
 
@@ -90,11 +93,11 @@ function resolveTargets(t: string[], config: ModelConfig): string[] {
 export async function finetuneModel(
   ctx: Context,
   o: FinetuneOpts,
-  given?: { model: CausalLM; tokenizer: Tokenizer; baseName: string; corpus?: CorpusSource; title?: string },
+  given?: { model: LlamaForCausalLM; tokenizer: Tokenizer; baseName: string; corpus?: CorpusSource; title?: string },
 ): Promise<FinetuneOutcome> {
   const out = resolve(o.out);
   const mp = o.mixedPrecision === 'no' ? undefined : o.mixedPrecision;
-  let model: CausalLM;
+  let model: LlamaForCausalLM;
   let tokenizer: Tokenizer;
   let baseDir: string | null = null;
   if (given) ({ model, tokenizer } = given);
@@ -109,7 +112,7 @@ export async function finetuneModel(
   if (!given) noteSoftware(ctx, 'finetune');
   if (o.seqLen > config.maxPositionEmbeddings) throw new UsageError(`finetune: --seq-len ${o.seqLen} exceeds the model's max_position_embeddings ${config.maxPositionEmbeddings}`);
   if (o.gradientCheckpointing) model.gradientCheckpointing = true;
-  const targets = resolveTargets(o.targets, model.config);
+  const targets = resolveTargets(o.targets);
   applyLora(model, { r: o.r, alpha: o.alpha, targetModules: targets, seed: o.seed });
   const trainable = model.trainableParameters().reduce((n, [, t]) => n + t.size, 0);
   const total = model.parameters().reduce((n, t) => n + t.size, 0);
@@ -122,7 +125,8 @@ export async function finetuneModel(
     `finetune: LoRA r=${o.r} alpha=${o.alpha} on ${targets.join(', ')}: ${fmtCount(trainable)} trainable of ${fmtCount(total)} parameters` +
       `${mp ? `, frozen weights in ${mp}` : ''}${o.gradientCheckpointing ? ', gradient checkpointing' : ''}\n`,
   );
-  await saveRunOptions(out, 'finetune', { ...o, out, model: o.model ? resolve(o.model) : o.model });
+  // the base model of the demo's run is the directory it was saved to (so that --resume can load it)
+  await saveRunOptions(out, 'finetune', { ...o, out, model: o.model ?? given?.baseName });
   const run = await runTraining({
     label: 'finetune',
     ctx,
@@ -156,6 +160,7 @@ export async function finetuneModel(
       mergeLora(model);
       await saveModelDir(model, tokenizer, mergedDir, { dtype: o.mergeDtype, copyFrom: baseDir ?? undefined });
     }
+    await markExported(out, run.fit.step);
   }
   return { model, tokenizer, run, out, mergedDir, interrupted, trainable };
 }
@@ -163,14 +168,16 @@ export async function finetuneModel(
 export async function finetuneCommand(argv: string[]): Promise<number> {
   const parsed = parseArgs(finetuneSpec, argv);
   let o = parsed.opts;
-  if (o.resume) o = (await resumedOptions('finetune', resolve(o.out), o as Record<string, unknown>, parsed.onCommandLine, RESUMABLE)) as FinetuneOpts;
+  const out = resolve(o.out);
+  await checkOutTarget(out);
+  if (o.resume) o = (await resumedOptions('finetune', out, o as Record<string, unknown>, parsed.onCommandLine, RESUMABLE)) as FinetuneOpts;
   if (!o.model) throw new UsageError('finetune: --model <dir|file.safetensors> is required (see rusty finetune --help)');
   if (!o.data?.length) throw new UsageError('finetune: --data <file|dir|jsonl> is required (see rusty finetune --help)');
   // everything that can be checked without the GPU first: paths, config, weight headers, tokenizer
   const { dir, config } = await readModelConfig(o.model);
   await checkWeights(o.model, config);
-  const linears = new Set([...parameterShapes(config).keys()].filter((k) => k.endsWith('_proj.weight')).map((k) => k.split('.').at(-2)!));
-  const unknown = resolveTargets(o.targets, config).filter((t) => !linears.has(t.split('.').pop()!));
+  const linears = new Set([...expectedShapes(config).keys()].filter((k) => k.endsWith('_proj.weight')).map((k) => k.split('.').at(-2)!));
+  const unknown = resolveTargets(o.targets).filter((t) => !linears.has(t.split('.').pop()!));
   if (unknown.length) throw new UsageError(`finetune: --targets ${unknown.join(',')}: not a projection of this model (it has ${[...linears].join(', ')}, or "all")`);
   if (o.tokenizer) await requirePath(o.tokenizer, '--tokenizer', 'file');
   else
@@ -180,20 +187,25 @@ export async function finetuneCommand(argv: string[]): Promise<number> {
       throw new InputError(`--model ${o.model}: no tokenizer.json in ${dir}; give one with --tokenizer <tokenizer.json>`);
     }
   await checkDataPaths(o.data);
-  await prepareOutDir(resolve(o.out), { resume: !!o.resume, overwrite: !!o.overwrite });
-  const ctx = await openContext();
+  checkWarmup(o.warmup, o.steps!);
+  const lock = await prepareOutDir(out, { resume: !!o.resume, overwrite: !!o.overwrite, command: 'rusty finetune' });
   try {
-    const r = await finetuneModel(ctx, o);
-    if (r.interrupted) return reportInterrupted('finetune', r.run, o.out);
-    const lines = summaryLines('finetune', r.run, [
-      `  adapter     ${r.out} (adapter_config.json, adapter_model.safetensors; ${fmtCount(r.trainable)} parameters)`,
-      ...(r.mergedDir ? [`  merged      ${r.mergedDir} (config.json, model.safetensors, tokenizer.json)`] : []),
-    ]);
-    lines.push(`  next        rusty generate --model ${o.model} --adapter ${o.out} --prompt "..."`);
-    process.stdout.write(lines.join('\n') + '\n');
-    r.model.dispose();
-    return EXIT_OK;
+    const ctx = await openContext();
+    try {
+      const r = await finetuneModel(ctx, o);
+      if (r.interrupted) return reportInterrupted('finetune', r.run, o.out);
+      const lines = summaryLines('finetune', r.run, [
+        `  adapter     ${r.out} (adapter_config.json, adapter_model.safetensors; ${fmtCount(r.trainable)} parameters)`,
+        ...(r.mergedDir ? [`  merged      ${r.mergedDir} (config.json, model.safetensors, tokenizer.json)`] : []),
+      ]);
+      lines.push(`  next        rusty generate --model ${o.model} --adapter ${o.out} --prompt "..."`);
+      process.stdout.write(lines.join('\n') + '\n');
+      r.model.dispose();
+      return EXIT_OK;
+    } finally {
+      ctx.destroy();
+    }
   } finally {
-    ctx.destroy();
+    lock.release();
   }
 }

@@ -9,11 +9,13 @@ import { EXIT_OK, UsageError } from '../errors';
 import { defaultTokenizer, loadTokenizer, requirePath, saveModelDir } from '../model-io';
 import { presetFor } from '../presets';
 import { fmtCount } from '../progress';
+import { checkOutTarget, prepareOutDir } from '../out-dir';
 import {
   checkDataPaths,
   checkFits,
+  checkWarmup,
   loadData,
-  prepareOutDir,
+  markExported,
   runTraining,
   saveRunOptions,
   summaryLines,
@@ -124,6 +126,7 @@ export async function trainModel(ctx: Context, o: TrainOpts, extra: { corpus?: C
   const seqLen = o.seqLen ?? p.seqLen;
   const batchSize = o.batchSize ?? p.batchSize;
   const steps = o.steps ?? p.steps;
+  checkWarmup(o.warmup, steps);
   const config = await modelConfig(o, ctx, tokenizer, seqLen);
   if (seqLen > config.maxPositionEmbeddings) throw new UsageError(`train: --seq-len ${seqLen} exceeds max_position_embeddings ${config.maxPositionEmbeddings}`);
   checkFits(ctx, config, batchSize, seqLen);
@@ -164,14 +167,19 @@ export async function trainModel(ctx: Context, o: TrainOpts, extra: { corpus?: C
     title: extra.title ?? `rusty train: ${fmtCount(nParams)}-parameter Llama`,
   });
   const interrupted = run.fit.reason === 'interrupted';
-  if (!interrupted) await saveModelDir(model, tokenizer, out);
+  if (!interrupted) {
+    await saveModelDir(model, tokenizer, out);
+    await markExported(out, run.fit.step);
+  }
   return { model, tokenizer, config, run, out, interrupted };
 }
 
 export async function trainCommand(argv: string[]): Promise<number> {
   const parsed = parseArgs(trainSpec, argv);
   let o = parsed.opts;
-  if (o.resume) o = (await resumedOptions('train', resolve(o.out), o as Record<string, unknown>, parsed.onCommandLine, RESUMABLE)) as TrainOpts;
+  const out = resolve(o.out);
+  await checkOutTarget(out);
+  if (o.resume) o = (await resumedOptions('train', out, o as Record<string, unknown>, parsed.onCommandLine, RESUMABLE)) as TrainOpts;
   // everything that can be checked without the GPU first
   if (o.data) await checkDataPaths(o.data);
   if (o.tokenizer) await requirePath(o.tokenizer, '--tokenizer');
@@ -179,17 +187,22 @@ export async function trainCommand(argv: string[]): Promise<number> {
     await requirePath(o.modelConfig, '--model-config', 'file');
     parseLlamaConfig(await readFile(o.modelConfig, 'utf8'), o.modelConfig);
   }
-  await prepareOutDir(resolve(o.out), { resume: !!o.resume, overwrite: !!o.overwrite });
-  const ctx = await openContext();
+  if (o.steps !== undefined) checkWarmup(o.warmup, o.steps);
+  const lock = await prepareOutDir(out, { resume: !!o.resume, overwrite: !!o.overwrite, command: 'rusty train' });
   try {
-    const r = await trainModel(ctx, o);
-    if (r.interrupted) return reportInterrupted('train', r.run, o.out);
-    const lines = summaryLines('train', r.run, [`  model       ${r.out} (config.json, model.safetensors, tokenizer.json)`]);
-    lines.push(`  next        rusty generate --model ${o.out} --prompt "export function"`);
-    process.stdout.write(lines.join('\n') + '\n');
-    r.model.dispose();
-    return EXIT_OK;
+    const ctx = await openContext();
+    try {
+      const r = await trainModel(ctx, o);
+      if (r.interrupted) return reportInterrupted('train', r.run, o.out);
+      const lines = summaryLines('train', r.run, [`  model       ${r.out} (config.json, model.safetensors, tokenizer.json)`]);
+      lines.push(`  next        rusty generate --model ${o.out} --prompt "export function"`);
+      process.stdout.write(lines.join('\n') + '\n');
+      r.model.dispose();
+      return EXIT_OK;
+    } finally {
+      ctx.destroy();
+    }
   } finally {
-    ctx.destroy();
+    lock.release();
   }
 }
