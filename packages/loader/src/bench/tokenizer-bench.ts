@@ -16,7 +16,7 @@
  *   node tokenizer-bench.js [--quick] [--reps 7] [--write-dir DIR] [--fixtures DIR]
  *
  * `--write-dir DIR` also writes the synthetic tokenizers and texts there (qwen-like.tokenizer.json,
- * gemma-like-*.tokenizer.json, texts.json) so that tokenizer_hf.py can time Hugging Face `tokenizers` on the
+ * gemma-like-*.tokenizer.json, texts.json) so that tokenizer-hf.py can time Hugging Face `tokenizers` on the
  * same inputs. Unknown arguments (those `rusty bench` passes to every program) are ignored.
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -265,7 +265,7 @@ async function main(): Promise<void> {
       writeFileSync(join(dir, 'gemma-like-metaspace.tokenizer.json'), JSON.stringify(gemmaLike('metaspace')));
       writeFileSync(join(dir, 'gemma-like-bytelevel.tokenizer.json'), JSON.stringify(gemmaLike('bytelevel')));
       writeFileSync(join(dir, 'texts.json'), JSON.stringify(texts));
-      // what this program computed, for tokenizer_hf.py to compare ids with
+      // what this program computed, for tokenizer-hf.py to compare ids with
       const ids: Record<string, number[]> = {};
       for (const [name, tok] of Object.entries(gemma)) for (const k of ['s20000', 'prose', 'html', 'near_miss']) ids[`${k}_${name}`] = tok.encode(texts[k]!);
       ids.qwen_prose = Tokenizer.fromJSON(readFileSync(join(dir, 'qwen-like.tokenizer.json'), 'utf8')).encode(texts.qwen_prose!);
