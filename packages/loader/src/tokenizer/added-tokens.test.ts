@@ -142,6 +142,18 @@ describe('added tokens are split out as Hugging Face tokenizers does', () => {
     }
   });
 
+  it('lets a repeated token replace the earlier entry, keeping its id', () => {
+    const v = vocabulary([added(0, '<a>'), added(1, '<b>'), added(5, '<a>', { special: true })], null);
+    expect(v.tokens.map((t) => [t.content, t.id, t.special])).toEqual([
+      ['<b>', 1, false],
+      ['<a>', 0, true],
+    ]);
+    expect(splits(v, 'x<a>', null)).toEqual([
+      ['x', null],
+      ['<a>', 0],
+    ]);
+  });
+
   it('assigns ids as the reference does and keeps a token of the model vocabulary at its id', () => {
     const model = new Map([['x', 0], ['y', 1]]);
     const v = new AddedVocabulary([added(7, '<a>'), added(1, 'y'), added(9, '<b>')], (s) => model.get(s), 2, null);

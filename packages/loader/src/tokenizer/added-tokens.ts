@@ -85,8 +85,8 @@ export class AddedVocabulary {
     }
     if (replaced.size) {
       const kept = this.tokens.filter((t) => !replaced.has(t));
-      this.tokens.length = 0;
-      this.tokens.push(...kept);
+      this.tokens.length = kept.length;
+      kept.forEach((t, i) => (this.tokens[i] = t));
     }
     // the reference searches its special tokens first, then the others (which matters for equal patterns)
     const ordered = [...this.tokens.filter((t) => t.special), ...this.tokens.filter((t) => !t.special)];
