@@ -8,12 +8,14 @@
  *                           [--noncausal] [--tiles '{"fwd":[64,32],"dkdv":[32,32],"dq":[64,16]}'] [--nocheck]
  *                           [--profile]   (adds per-kernel GPU times from timestamp queries)
  *                           [--fwdonly]   (time the forward only)
+ *                           [--window 256] (sliding window)  [--softcap 50] (logit soft-capping)
  *
  *   node attention-bench.js --decode [--B 4] [--H 32] [--Hkv 8] [--D 128] [--len 4096]
  *     times the decode path instead (one query per sequence against a KV cache of len positions).
  *
  * TFLOP/s count useful work only, FlashAttention's convention: forward 4*B*H*T*S*D flops (two matmuls),
- * halved when causal; backward 2.5x the forward (five matmuls).
+ * halved when causal (with a sliding window: 4*B*H*D times the visible (query, key) pairs); backward 2.5x the
+ * forward (five matmuls).
  */
 import { createContext } from '../context';
 import { attentionDecode } from '../ops/attention/decode';
@@ -37,6 +39,8 @@ const D = Number(arg('D') ?? (quick ? 64 : 64));
 const reps = Number(arg('reps') ?? (quick ? 3 : 20));
 const causal = !flag('noncausal');
 const tilesArg = arg('tiles');
+const window = arg('window') !== undefined ? Number(arg('window')) : undefined;
+const softcap = arg('softcap') !== undefined ? Number(arg('softcap')) : undefined;
 const S = T;
 
 async function decodeBench(): Promise<void> {
@@ -49,18 +53,19 @@ async function decodeBench(): Promise<void> {
   const q = upload(ctx, randn(b * h * d, 1), [b, 1, h, d]);
   const kc = upload(ctx, randn(b * len * hkv * d, 2), [b, len, hkv, d]);
   const vc = upload(ctx, randn(b * len * hkv * d, 3), [b, len, hkv, d]);
-  const out = attentionDecode(ctx, q, kc, vc, len);
+  const dopts = { slidingWindow: window, softcap };
+  const out = attentionDecode(ctx, q, kc, vc, len, dopts);
   const r = Number(arg('reps') ?? (quick ? 5 : 200));
-  for (let i = 0; i < 5; i++) attentionDecode(ctx, q, kc, vc, len, { out });
+  for (let i = 0; i < 5; i++) attentionDecode(ctx, q, kc, vc, len, { ...dopts, out });
   await ctx.sync();
   let best = Infinity;
   for (let round = 0; round < 3; round++) {
     const t0 = performance.now();
-    for (let i = 0; i < r; i++) attentionDecode(ctx, q, kc, vc, len, { out });
+    for (let i = 0; i < r; i++) attentionDecode(ctx, q, kc, vc, len, { ...dopts, out });
     await ctx.sync();
     best = Math.min(best, (performance.now() - t0) / r);
   }
-  const bytes = 2 * b * len * hkv * d * 4;
+  const bytes = 2 * b * Math.min(len, window ?? len) * hkv * d * 4;
   console.log(
     JSON.stringify({
       bench: 'attention decode f32',
@@ -70,6 +75,8 @@ async function decodeBench(): Promise<void> {
       Hkv: hkv,
       D: d,
       len,
+      window,
+      softcap,
       decode_ms: +best.toFixed(4),
       kv_gbps: +(bytes / best / 1e6).toPrecision(3),
     }),
@@ -88,7 +95,7 @@ async function main(): Promise<void> {
   const k = upload(ctx, kh, [B, S, Hkv, D]);
   const v = upload(ctx, vh, [B, S, Hkv, D]);
   const dO = upload(ctx, doh, [B, T, H, D]);
-  const opts = { causal, tiles };
+  const opts = { causal, tiles, slidingWindow: window, softcap };
   const f = flashAttention(ctx, q, k, v, opts);
   const g = flashAttentionBackward(ctx, dO, q, k, v, f.out, f.lse, opts);
   const fwd = () => flashAttention(ctx, q, k, v, { ...opts, out: f.out, lse: f.lse });
@@ -114,7 +121,9 @@ async function main(): Promise<void> {
     fwd();
     bwd();
   });
-  const fwdFlop = (4 * B * H * T * S * D) / (causal ? 2 : 1);
+  let pairs = 0;
+  for (let t = 0; t < T && window; t++) pairs += Math.min(S - T + t + 1, S) - Math.max(0, S - T + t - window + 1);
+  const fwdFlop = window ? 4 * B * H * D * pairs : (4 * B * H * T * S * D) / (causal ? 2 : 1);
   const bwdFlop = 2.5 * fwdFlop;
   const tf = (flop: number, ms: number) => +(flop / ms / 1e9).toPrecision(3);
 
@@ -157,6 +166,8 @@ async function main(): Promise<void> {
       S,
       D,
       causal,
+      window,
+      softcap,
       reps,
       tiles,
       fwd_ms: +fwdMs.toFixed(4),
@@ -200,37 +211,41 @@ function sampleCheck(
   const row = (b: number, t: number, h: number) => {
     const kh = Math.floor(h / G);
     const p = new Float64Array(S);
+    const cd = new Float64Array(S); // d(score) / d(scale * q.k): 1, or 1 - tanh^2 with soft-capping
     const n = causal ? Math.min(S, qo + t + 1) : S;
+    const lo = window ? Math.max(0, qo + t - window + 1) : 0;
     let m = -Infinity;
-    for (let s = 0; s < n; s++) {
+    for (let s = lo; s < n; s++) {
       let a = 0;
       for (let x = 0; x < D; x++) a += q[qi(b, t, h) + x]! * k[ki(b, s, kh) + x]!;
-      p[s] = a * scale;
+      const th = softcap ? Math.tanh((a * scale) / softcap) : 0;
+      p[s] = softcap ? softcap * th : a * scale;
+      cd[s] = softcap ? 1 - th * th : 1;
       m = Math.max(m, p[s]!);
     }
     let l = 0;
-    for (let s = 0; s < n; s++) l += p[s] = Math.exp(p[s]! - m);
-    for (let s = 0; s < n; s++) p[s]! /= l;
+    for (let s = lo; s < n; s++) l += p[s] = Math.exp(p[s]! - m);
+    for (let s = lo; s < n; s++) p[s]! /= l;
     const dp = new Float64Array(S);
     let delta = 0;
-    for (let s = 0; s < n; s++) {
+    for (let s = lo; s < n; s++) {
       let a = 0;
       for (let x = 0; x < D; x++) a += dO[qi(b, t, h) + x]! * v[ki(b, s, kh) + x]!;
       dp[s] = a;
       delta += p[s]! * a;
     }
-    return { p, dp, delta, n, kh };
+    return { p, cd, dp, delta, lo, n, kh };
   };
   const rows = [0, 1, Math.floor(T / 2) + 3, T - 1].filter((t) => t < T);
   for (const h of [0, H - 1])
     for (const t of rows) {
-      const { p, dp, delta, n, kh } = row(0, t, h);
+      const { p, cd, dp, delta, lo, n, kh } = row(0, t, h);
       for (let x = 0; x < D; x++) {
         let o = 0;
         let g = 0;
-        for (let s = 0; s < n; s++) {
+        for (let s = lo; s < n; s++) {
           o += p[s]! * v[ki(0, s, kh) + x]!;
-          g += p[s]! * (dp[s]! - delta) * scale * k[ki(0, s, kh) + x]!;
+          g += p[s]! * (dp[s]! - delta) * cd[s]! * scale * k[ki(0, s, kh) + x]!;
         }
         acc('out', out[qi(0, t, h) + x]!, o);
         acc('dq', dq[qi(0, t, h) + x]!, g);
@@ -243,10 +258,10 @@ function sampleCheck(
   for (let h = 0; h < G; h++)
     for (let t = 0; t < T; t++) {
       if (causal && qo + t < keys[0]!) continue;
-      const { p, dp, delta } = row(0, t, h);
+      const { p, cd, dp, delta } = row(0, t, h);
       keys.forEach((s, i) => {
         if (p[s] === 0) return;
-        const ds = p[s]! * (dp[s]! - delta) * scale;
+        const ds = p[s]! * (dp[s]! - delta) * cd[s]! * scale;
         for (let x = 0; x < D; x++) {
           dvr[i]![x]! += p[s]! * dO[qi(0, t, h) + x]!;
           dkr[i]![x]! += ds * q[qi(0, t, h) + x]!;
