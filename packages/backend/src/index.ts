@@ -15,6 +15,7 @@ export {
 } from './context';
 export { kernelSource, wgslPacker, kernelKey, kernelBaseKey, codeHash, type KernelDef, type BindingSpec, type ParamSpec } from './kernel';
 export type { SpeedToggles } from './gpu-provider';
+export { cachedKernel, checkedKernel, kernelsReady, kernelFailures } from './kernel-cache';
 export { grid1d } from './grid';
 export * from './tensor';
 export { cast } from './ops/cast';

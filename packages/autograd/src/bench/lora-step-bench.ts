@@ -1,6 +1,6 @@
 /**
  * Host cost of a LoRA training step (a program, not a test): where the CPU time per dispatch goes. A stack of
- * `layers` blocks, each with the seven adapted projections of a Llama layer (q, k, v, o, gate, up, down: a
+ * `layers` blocks (inside `tidy`, as the Trainer runs a step), each with the seven adapted projections of a Llama layer (q, k, v, o, gate, up, down: a
  * frozen weight W [out, in] plus A [r, in] and B [out, r] trained, y = x W^T + s (x A^T) B^T), then
  * mean(h^2), backward, AdamW over every A and B, zeroGrad. Prints ONE JSON object:
  *   - per step: dispatches, submits, host encoding ms (from the first op to the last encoded dispatch, before
@@ -11,12 +11,14 @@
  *   - the dispatch microbenchmark for comparison (relu into a fixed output: bind group cached).
  *
  *   node lora-step-bench.mjs [--layers=2] [--tokens=64] [--hidden=64] [--inter=172] [--r=8] [--steps=10]
- *                            [--weights=f32|f16]
+ *                            [--weights=f32|f16] [--profile]
+ * `--profile`: the context times every dispatch (`createContext({ profile: true })`: a compute pass with
+ * timestamp writes per dispatch), to show what profiling itself adds to the host cost.
  * Defaults are sizes that run on lavapipe in seconds; the host cost per dispatch does not depend on them.
  */
 import { createContext, relu, empty, upload, release, type Context } from '@rusty/backend';
 import { AdamW } from '../optim/adamw';
-import { add, linear, mean, scale, square } from '../index';
+import { add, linear, mean, scale, square, tidy } from '../index';
 import { Tensor } from '../tensor';
 
 const args = process.argv.slice(2);
@@ -57,7 +59,7 @@ async function main() {
   const r = Number(opt('r', 8));
   const steps = Number(opt('steps', 10));
   const wdt = opt('weights', 'f32') as 'f32' | 'f16';
-  const ctx = await createContext();
+  const ctx = await createContext({ profile: args.includes('--profile') });
   const probe = instrument(ctx);
   let seed = 1;
   const frozen = (o: number, i: number) => Tensor.randn(ctx, [o, i], { seed: seed++, std: 0.05, dtype: wdt });
@@ -84,6 +86,7 @@ async function main() {
     const t0 = performance.now();
     const d0 = { ...probe };
     const n0 = ctx.stats.dispatches;
+    const loss = tidy(() => {
     let h = x;
     for (const l of layers) {
       // attention-like half: q, k, v, o on h; mlp-like half: gate, up on h, down on their product
@@ -95,8 +98,10 @@ async function main() {
       const u = proj(h, l[5]!);
       h = add(h, proj(add(g, u), l[6]!));
     }
-    const loss = mean(square(h));
-    loss.backward();
+    const l = mean(square(h));
+    l.backward();
+    return l;
+    });
     const t1 = performance.now();
     const nFwdBwd = ctx.stats.dispatches - n0;
     const d1 = { ...probe };
@@ -161,7 +166,7 @@ async function main() {
   console.log(
     JSON.stringify({
       adapter: ctx.info.description || ctx.info.device,
-      config: { layers: L, tokens: T, hidden: H, inter: I, r, weights: wdt, steps, adaptedTensors: params.length },
+      config: { layers: L, tokens: T, hidden: H, inter: I, r, weights: wdt, steps, adaptedTensors: params.length, profile: ctx.profiler.enabled },
       step: {
         hostMs: +(fb.ms + op.ms).toFixed(3),
         dispatches: fb.dispatches + op.dispatches,

@@ -88,6 +88,35 @@ async function child(variant: string): Promise<void> {
     const want = new Float64Array(SM * SN);
     for (let m = 0; m < SM; m++) for (let n = 0; n < SN; n++) for (let q = 0; q < SK; q++) want[m * SN + n]! += a16[m * SK + q]! * b16[q * SN + n]!;
     console.log(JSON.stringify({ variant, ok: relErr(got, want) < TC_TOL, relErr: relErr(got, want) }));
+  } else if (variant === 'invalid-compile') {
+    // a subgroup-matrix kernel that breaks the uniformity rule (offsets from lid / SG), checked through
+    // ctx.compile as matmulTc does: must come back as a ShaderError, not abort the process
+    const p = plan as TensorCorePlan;
+    const { tcPrelude, TC_ENABLES } = await import('../ops/core/matmul-tc');
+    const tcWgsl = (await import('../../../../shaders/matmul-tc.wgsl')).default;
+    const code = (tcPrelude(p, TC_TILES.t64x64, false, false) + tcWgsl)
+      .replace('@builtin(subgroup_id) sg: u32', '@builtin(subgroup_size) sgs_: u32')
+      .replace('@builtin(subgroup_invocation_id) lane: u32) {\n', '@builtin(subgroup_invocation_id) lane: u32) {\n  let sg = lid / SG;\n');
+    let error = '';
+    try {
+      await ctx.compile({
+        name: 'tc-invalid',
+        code,
+        bindings: [
+          { name: 'a', access: 'read', dtype: 'f16' },
+          { name: 'b', access: 'read', dtype: 'f16' },
+          { name: 'bias', access: 'read', dtype: 'f16' },
+          { name: 'c', access: 'rw', dtype: 'f32' },
+        ],
+        params: ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one', 'u32:lda', 'u32:ldb'],
+        enables: TC_ENABLES,
+      });
+    } catch (e) {
+      error = (e as Error).message.slice(0, 300);
+    }
+    // the context still works afterwards
+    const r = await runTcCase(ctx, { M: 64, N: 64, K: 64 });
+    console.log(JSON.stringify({ variant, ok: !!error && r.relErr < TC_TOL, shaderError: error, after: r.relErr }));
   } else {
     if (variant === 'full-nodirect') tcTuning.direct = false;
     const r1 = await runTcCase(ctx, { M: 128, N: 128, K: 128 });
@@ -107,6 +136,7 @@ function probe(): Record<string, unknown>[] {
     ['full', false],
     ['full', true],
     ['full-nodirect', false],
+    ['invalid-compile', false],
   ] as const) {
     const r = spawnSync(process.execPath, [process.argv[1]!, `--child=${variant}`], {
       env: { ...process.env, ...(safe ? { RUSTY_SAFE: '1' } : {}) },
@@ -218,6 +248,8 @@ async function main() {
       ['du A (dx)', T, H, r, 'NN'],
     ];
     for (const [label, M, N, K, layout] of lora) {
+      // before: what auto ran until this change (the 64x64 tile; split-K 8 only for TN products)
+      await run(`lora ${label} before (v1)`, M, N, K, layout, 'f32', { variant: 'v1', splitK: layout === 'TN' ? 8 : 1 });
       await run(`lora ${label}`, M, N, K, layout, 'f32');
       await run(`lora ${label}`, M, N, K, layout, 'f16');
     }

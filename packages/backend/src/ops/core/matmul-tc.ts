@@ -9,10 +9,11 @@
  * the fragment and the device limits, so one tile list serves 16x16x16, 16x8x16 and 8x8x8 hardware.
  */
 import tcWgsl from '../../../../../shaders/matmul-tc.wgsl';
-import type { BufferBinding, Context, ContextInfo, Kernel, SubgroupMatrixConfig } from '../../context';
+import type { BufferBinding, Context, ContextInfo, SubgroupMatrixConfig } from '../../context';
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import type { BindingSpec, ParamSpec } from '../../kernel';
+import { checkedKernel, kernelFailures, kernelsReady } from '../../kernel-cache';
 
 /** A workgroup tile of the tensor-core kernel, in elements: BM x BN of C per workgroup over an SGM x SGN grid
  *  of subgroups, BK of K staged per step (a multiple of the fragment's K). */
@@ -32,6 +33,8 @@ export const TC_TILES = {
   t128x128w4: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 2 },
   t128x64: { bm: 128, bn: 64, bk: 32, sgm: 2, sgn: 2 },
   t64x64: { bm: 64, bn: 64, bk: 32, sgm: 2, sgn: 2 },
+  t128x256k16: { bm: 128, bn: 256, bk: 16, sgm: 2, sgn: 4 },
+  t64x64k64: { bm: 64, bn: 64, bk: 64, sgm: 2, sgn: 2 },
 } as const satisfies Record<string, TcTile>;
 export type TcTileName = keyof typeof TC_TILES;
 
@@ -157,12 +160,12 @@ export interface TcLaunch {
 }
 
 /** The tile `auto` runs for a product: the big one when the product has enough of them, else the small one,
- *  each only if it fits (else the next smaller tile of `TC_TILES`). */
+ *  each only if it fits the device (else 128x64, else 64x64). */
 export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number>, l: Pick<TcLaunch, 'M' | 'N' | 'batch' | 'transA' | 'transB'>): TcTile {
   const big = TC_TILES[tcTuning.big];
   const tiles = Math.ceil(l.M / big.bm) * Math.ceil(l.N / big.bn) * l.batch;
   const first = tiles >= tcTuning.minBigTiles ? tcTuning.big : tcTuning.small;
-  const order = [first, ...(Object.keys(TC_TILES) as TcTileName[]).reverse()];
+  const order: TcTileName[] = [first, tcTuning.small, 't128x64', 't64x64'];
   for (const n of order) if (!tcTileProblem(TC_TILES[n], plan, limits, l.transA, l.transB)) return TC_TILES[n];
   throw new ShapeError(`matmul: no tensor-core tile fits this device (fragment ${plan.frag.M}x${plan.frag.N}x${plan.frag.K})`);
 }
@@ -172,31 +175,13 @@ export const TC_ENABLES = ['f16', 'subgroups', 'chromium_experimental_subgroup_m
 
 const PARAMS: readonly ParamSpec[] = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one', 'u32:lda', 'u32:ldb'];
 
-/**
- * A tensor-core kernel's pipeline state per context. Subgroup-matrix pipelines are created only after their
- * WGSL has been checked asynchronously (`ctx.compile`): with Dawn's `skip_validation` speed toggle, a shader
- * that breaks a subgroup-matrix rule (arguments must be subgroup-uniform) aborted the whole process while
- * creating its pipeline (std::out_of_range in Dawn) instead of reporting an error. Until a kernel is checked,
- * `matmul` runs the portable kernels; a kernel that fails is reported once (`tcFailures`) and never used.
- */
-type TcState = { kernel: Kernel } | { pending: Promise<void> } | { error: Error };
-const states = new WeakMap<Context, Map<string, TcState>>();
-
-/** Kernels that failed their check, per context (key -> error): the portable path runs instead. */
+/** Tensor-core kernels whose check failed on this context (cache key -> error): the portable path runs. */
 export function tcFailures(ctx: Context): Map<string, Error> {
-  const out = new Map<string, Error>();
-  for (const [k, s] of states.get(ctx) ?? []) if ('error' in s) out.set(k, s.error);
-  return out;
+  return new Map([...kernelFailures(ctx)].filter(([k]) => k.startsWith('mmtc:')));
 }
 
 /** Wait until every tensor-core kernel requested so far on this context has been checked (and built). */
-export async function tensorCoresReady(ctx: Context): Promise<void> {
-  for (;;) {
-    const pend = [...(states.get(ctx)?.values() ?? [])].filter((s): s is { pending: Promise<void> } => 'pending' in s);
-    if (!pend.length) return;
-    await Promise.all(pend.map((s) => s.pending));
-  }
-}
+export const tensorCoresReady = kernelsReady;
 
 /**
  * Encode one tensor-core matmul (operands already checked by `matmul`: f16 A and B, f32 C). Returns false,
@@ -218,35 +203,25 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
   };
   const name = `matmul-tc-${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}`;
   const key = `mmtc:${name}:${+l.transA}${+l.transB}:${l.biasDtype}:${Object.values(flags).map(Number).join('')}`;
-  let m = states.get(ctx);
-  if (!m) states.set(ctx, (m = new Map()));
-  const st = m.get(key);
-  if (!st) {
-    const def = {
-      name,
-      code: tcPrelude(plan, t, l.transA, l.transB, flags) + tcWgsl,
-      bindings: [
-        { name: 'a', access: 'read', dtype: 'f16' },
-        { name: 'b', access: 'read', dtype: 'f16' },
-        { name: 'bias', access: 'read', dtype: l.biasDtype },
-        { name: 'c', access: 'rw', dtype: 'f32' },
-      ] satisfies BindingSpec[],
-      params: PARAMS,
-      enables: TC_ENABLES,
-    };
-    const map = m;
-    const pending = ctx.compile(def).then(
-      (kernel) => void map.set(key, { kernel }),
-      (e: Error) => void map.set(key, { error: e }),
-    );
-    m.set(key, { pending });
-    return false;
-  }
-  if (!('kernel' in st)) return false;
+  // subgroup-matrix pipelines are built only once their WGSL checked out (see kernel-cache.ts: under Dawn's
+  // skip_validation a shader breaking a subgroup-matrix rule aborted the process at pipeline creation)
+  const k = checkedKernel(ctx, key, () => ({
+    name,
+    code: tcPrelude(plan, t, l.transA, l.transB, flags) + tcWgsl,
+    bindings: [
+      { name: 'a', access: 'read', dtype: 'f16' },
+      { name: 'b', access: 'read', dtype: 'f16' },
+      { name: 'bias', access: 'read', dtype: l.biasDtype },
+      { name: 'c', access: 'rw', dtype: 'f32' },
+    ] satisfies BindingSpec[],
+    params: PARAMS,
+    enables: TC_ENABLES,
+  }));
+  if (!k) return false;
   const x = Math.ceil(l.N / t.bn);
   const y = Math.ceil(l.M / t.bm);
   if (x > 65535 || y > 65535) throw new ShapeError(`matmul: ${y} x ${x} workgroup tiles are more than one dispatch takes`);
-  ctx.dispatch(st.kernel, bufs, [x, y, l.batch], [l.M, l.N, l.K, l.sa, l.sb, l.alpha, 1, l.lda, l.ldb]);
+  ctx.dispatch(k, bufs, [x, y, l.batch], [l.M, l.N, l.K, l.sa, l.sb, l.alpha, 1, l.lda, l.ldb]);
   return true;
 }
 

@@ -54,6 +54,9 @@ export const MATMUL_SMALL: MatmulVariant = 'v1';
 export const MATMUL_SOFTWARE: MatmulVariant = 'v0';
 /** `auto` falls back to MATMUL_SMALL below this many workgroups of the default tile. */
 const MIN_TILES = 264;
+/** `auto` keeps products with a K below this off the tensor cores: measured on an H200, LoRA's K = 16
+ *  products took 28-31 us there against 16 us on the portable v1 kernel. */
+const TC_MIN_K = 64;
 /** `auto` takes the skinny tiles (v6, v7) when N (or M) is at most this. */
 const SKINNY = 16;
 
@@ -148,7 +151,7 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
   }
   const lda = transA ? Mk : K;
   const ldb = transB ? K : N;
-  const path = matmulPath(ctx, a.dtype, b.dtype, opts);
+  const path = matmulPath(ctx, a.dtype, b.dtype, opts, K);
   let variant = opts.variant ?? 'auto';
   if (variant === 'auto' && !path.tc) variant = autoVariant(ctx, Mk, N, batch, transA, transB);
   if (!path.tc && !Object.hasOwn(MATMUL_VARIANTS, variant)) throw new ShapeError(`matmul: unknown variant '${variant}'`);
@@ -192,12 +195,14 @@ interface Launch {
   bias: DeviceTensor | undefined;
 }
 
-/** The variant `auto` picks: software adapters the reference; skinny products (N or M at most SKINNY) the
- *  skinny tiles; products with few tiles of the default tile the small tile; the rest the layout's default. */
+/** The variant `auto` picks: software adapters the reference; skinny NN / NT products (N or M at most SKINNY)
+ *  the skinny tiles; products with few tiles of the default tile the small tile; the rest the layout's default. */
 function autoVariant(ctx: Context, M: number, N: number, batch: number, transA: boolean, transB: boolean): MatmulVariant {
   if (ctx.info.isSoftware) return MATMUL_SOFTWARE;
-  if (N <= SKINNY && M > SKINNY) return 'v6';
-  if (M <= SKINNY && N > SKINNY) return 'v7';
+  // measured on an H200 (bench/matmul-tc-bench.ts, LoRA r = 16 at 2048 x 2048): NT / NN with N = 16 run
+  // 103 us -> 43-46 us on v6 + split-K; TN products stay faster on v1 + split-K (34 us vs 39-41 on v6 / v7)
+  if (!transA && N <= SKINNY && M > SKINNY) return 'v6';
+  if (!transA && M <= SKINNY && N > SKINNY) return 'v7';
   const big = MATMUL_DEFAULT[`${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`];
   const t = MATMUL_VARIANTS[big] ?? MATMUL_VARIANTS.v2;
   return Math.ceil(M / t.bm) * Math.ceil(N / t.bn) * batch < MIN_TILES ? MATMUL_SMALL : big;
@@ -275,12 +280,20 @@ function encode(
  * them, unless the caller picked a portable `variant` / `tile` or `tensorCores: false`; the portable kernels
  * otherwise. `tensorCores: true` where they cannot run throws a ShapeError with the reason.
  */
-export function matmulPath(ctx: Context, adt: DType, bdt: DType, opts: Pick<MatmulOptions, 'tensorCores' | 'variant' | 'tile'> = {}): { tc: TensorCorePlan | null; reason?: string } {
+export function matmulPath(
+  ctx: Context,
+  adt: DType,
+  bdt: DType,
+  opts: Pick<MatmulOptions, 'tensorCores' | 'variant' | 'tile'> = {},
+  K?: number,
+): { tc: TensorCorePlan | null; reason?: string } {
   if (opts.tensorCores === false) return { tc: null, reason: 'tensorCores: false' };
   const portable = (opts.variant !== undefined && opts.variant !== 'auto') || !!opts.tile;
   let reason: string | undefined;
   if (adt !== 'f16' || bdt !== 'f16') reason = `operands are ${adt} x ${bdt}, tensor cores take f16 x f16`;
   else if (portable) reason = 'a portable variant or tile was asked for';
+  else if (K !== undefined && K < TC_MIN_K && opts.tensorCores === undefined)
+    reason = `K = ${K} is below ${TC_MIN_K}: the portable kernels are faster there`;
   else {
     const p = contextTcPlan(ctx);
     if ('frag' in p) return { tc: p };
