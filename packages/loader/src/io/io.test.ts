@@ -6,6 +6,7 @@ import { createContext, type Context } from '@rusty/backend';
 import { LlamaForCausalLM, applyLora, loraModules, parseLlamaConfig } from '@rusty/graph';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadLoraAdapter, saveLoraAdapter } from '../model/peft';
+import { loadPretrained } from '../model/pretrained';
 import { openCheckpoint } from '../safetensors/checkpoint';
 import { readSafetensors } from '../safetensors/read';
 import { serializeSafetensors, writeSafetensors } from '../safetensors/write';
@@ -67,6 +68,23 @@ describe('source/sink interface', () => {
     expect(await a.readF32(name)).toEqual(await b.readF32(name));
     await a.close();
     await b.close();
+  });
+
+  it('loadPretrained reads a tree of picked files (config, weights, tokenizer) like the directory', async () => {
+    const dir = join(FIXTURES, 'llama-tiny');
+    const tok = await readFile(join(FIXTURES, 'tokenizers', 'bytelevel.tokenizer.json'));
+    const files = [new File([await readFile(join(dir, 'config.json'))], 'config.json'), new File([await readFile(join(dir, 'model.safetensors'))], 'model.safetensors'), new File([tok], 'tokenizer.json')];
+    const a = await loadPretrained(ctx, pickedFilesTree(files));
+    const b = await loadPretrained(ctx, dir);
+    expect(a.config).toEqual(b.config);
+    expect(a.tokenizer?.encode('hello world')).toEqual((await import('../tokenizer/tokenizer')).Tokenizer.fromJSON(tok.toString()).encode('hello world'));
+    expect(b.tokenizer).toBeNull();
+    const pa = [...a.model.namedParameters()];
+    const pb = new Map(b.model.namedParameters());
+    for (const [name, t] of pa) expect(await t.toArray(), name).toEqual(await pb.get(name)!.toArray());
+    await expect(loadPretrained(ctx, pickedFilesTree(files.slice(1)))).rejects.toThrow(/picked files: no config.json/);
+    a.model.dispose();
+    b.model.dispose();
   });
 
   it('sharded checkpoints open from a tree; shards may not leave it', async () => {

@@ -1,7 +1,6 @@
-import { readFile, stat } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
 import { ConfigError, ShapeError, type Context, type DType } from '@rusty/backend';
 import { CausalLM, parseModelConfig, type ModelConfig } from '@rusty/graph';
+import type { FileTree } from '../io/source';
 import { openCheckpoint } from '../safetensors/checkpoint';
 import { Tokenizer } from '../tokenizer/tokenizer';
 
@@ -28,13 +27,27 @@ export interface Pretrained {
   dir: string;
 }
 
-async function exists(p: string): Promise<boolean> {
-  try {
-    await stat(p);
-    return true;
-  } catch {
-    return false;
+/** The model directory as a tree (Node: the directory of `path`). */
+async function modelTree(path: string | FileTree): Promise<FileTree> {
+  if (typeof path !== 'string') return path;
+  const node = await import('../io/node');
+  const kind = await node.pathKind(path);
+  if (kind === 'none') throw new ConfigError(`${path}: no such file or directory`);
+  return node.nodeTree(kind === 'dir' ? path : node.dirname(path));
+}
+
+/** A tree's tokenizer.json, with the special-token names of a tokenizer_config.json beside it. */
+async function treeTokenizer(tree: FileTree): Promise<Tokenizer> {
+  const names: Record<string, string> = {};
+  if (await tree.has('tokenizer_config.json')) {
+    const cfg = JSON.parse(await tree.readText('tokenizer_config.json')) as Record<string, unknown>;
+    for (const role of ['bos', 'eos', 'pad', 'unk']) {
+      const v = cfg[`${role}_token`] as string | { content?: unknown } | undefined;
+      const name = typeof v === 'string' ? v : typeof v?.content === 'string' ? v.content : undefined;
+      if (name !== undefined) names[role] = name;
+    }
   }
+  return Tokenizer.fromJSON(await tree.readText('tokenizer.json'), { source: tree.pathOf('tokenizer.json'), specialTokens: names });
 }
 
 /**
@@ -42,18 +55,14 @@ async function exists(p: string): Promise<boolean> {
  * `config.json` by the registry of @rusty/graph): `config.json` plus `model.safetensors` (or sharded through
  * `model.safetensors.index.json`), from a directory or a `.safetensors` file with `config.json` beside it, and
  * the tokenizer when `tokenizer.json` is there. Every model parameter must be in the checkpoint with its shape.
+ * `path` may also be a tree of `@rusty/loader`'s io (files picked in a browser, OPFS).
  */
-export async function loadPretrained(ctx: Context, path: string, opts: LoadPretrainedOptions = {}): Promise<Pretrained> {
-  let st;
-  try {
-    st = await stat(path);
-  } catch {
-    throw new ConfigError(`${path}: no such file or directory`);
-  }
-  const dir = st.isDirectory() ? path : dirname(path);
-  const configPath = join(dir, 'config.json');
-  if (!(await exists(configPath))) throw new ConfigError(`${dir}: no config.json (an HF model directory needs one)`);
-  const config = parseModelConfig(await readFile(configPath, 'utf8'), configPath);
+export async function loadPretrained(ctx: Context, path: string | FileTree, opts: LoadPretrainedOptions = {}): Promise<Pretrained> {
+  const tree = await modelTree(path);
+  const dir = tree.name;
+  const configPath = tree.pathOf('config.json');
+  if (!(await tree.has('config.json'))) throw new ConfigError(`${dir}: no config.json (an HF model directory needs one)`);
+  const config = parseModelConfig(await tree.readText('config.json'), configPath);
   const ckpt = await openCheckpoint(path);
   try {
     let dtype: DType = 'f32';
@@ -88,8 +97,7 @@ export async function loadPretrained(ctx: Context, path: string, opts: LoadPretr
         `${ckpt.path}: missing ${missing.length} tensor(s) the model needs: ${missing.slice(0, 4).join(', ')}${missing.length > 4 ? ', ...' : ''}`,
       );
     }
-    const tokPath = join(dir, 'tokenizer.json');
-    const tokenizer = (await exists(tokPath)) ? await Tokenizer.fromFile(tokPath) : null;
+    const tokenizer = !(await tree.has('tokenizer.json')) ? null : typeof path === 'string' ? await Tokenizer.fromFile(tree.pathOf('tokenizer.json')) : await treeTokenizer(tree);
     return { model, config, tokenizer, dir };
   } finally {
     await ckpt.close();
