@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh Debian 12 machine with Node 20: pnpm, a WebGPU-capable Vulkan driver
-# (Mesa >= 25 lavapipe from bookworm-backports; Dawn refuses bookworm's own Mesa 22.3), then the
-# workspace's dependencies and build. Quiet unless something fails.
+# (Mesa >= 25 lavapipe from bookworm-backports; Dawn refuses bookworm's own Mesa 22.3), Chromium for the
+# playground's browser test, then the workspace's dependencies and build. Quiet unless something fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
@@ -26,6 +26,13 @@ if command -v apt-get >/dev/null && ! mesa_ok; then
   quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports mesa-vulkan-drivers libvulkan1
 fi
 
+# Debian's Chromium for the playground's browser test (WebGPU on SwiftShader, driven by puppeteer-core)
+if command -v apt-get >/dev/null && ! command -v chromium >/dev/null; then
+  echo "setup: installing Chromium (the playground's browser test)"
+  quiet $sudo apt-get update -qq
+  quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+fi
+
 want_pnpm=$(node -p "require('./package.json').packageManager.split('@')[1]")
 if [ "$(pnpm -v 2>/dev/null || true)" != "$want_pnpm" ]; then
   echo "setup: installing pnpm $want_pnpm"
@@ -33,4 +40,4 @@ if [ "$(pnpm -v 2>/dev/null || true)" != "$want_pnpm" ]; then
 fi
 quiet pnpm install --frozen-lockfile --reporter=silent
 quiet pnpm -s build
-echo "setup: ready (node $(node -v), pnpm $(pnpm -v), mesa $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || echo none))"
+echo "setup: ready (node $(node -v), pnpm $(pnpm -v), mesa $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || echo none), chromium $(dpkg-query -W -f='${Version}' chromium 2>/dev/null || echo none))"
