@@ -81,7 +81,8 @@ export function attentionDecode(
   for (const [w, t] of [['q', q], ['kCache', kCache], ['vCache', vCache]] as const) checkFits(ctx, w, t);
   checkOut('out', opts.out, [B, 1, Hq, D]);
   const scale = resolveScale(D, opts.scale);
-  const window = resolveWindow('attentionDecode', opts.slidingWindow);
+  const w = resolveWindow('attentionDecode', opts.slidingWindow);
+  const window = w < len ? w : 0; // a window of len or more hides nothing
   const cap = resolveSoftcap('attentionDecode', scale, opts.softcap);
   const out = opts.out ?? empty(ctx, [B, 1, Hq, D]);
   if (B * Hq === 0) return out;

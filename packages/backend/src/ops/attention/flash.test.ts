@@ -208,6 +208,7 @@ const WINDOW_CASES: Case[] = [
   { B: 2, T: 16, S: 16, Hq: 2, Hkv: 2, D: 16, window: 1 },
   { B: 2, T: 33, S: 33, Hq: 4, Hkv: 2, D: 64, mask: 'u32', window: 3 },
   { B: 1, T: 16, S: 16, Hq: 2, Hkv: 1, D: 16, window: 40 },
+  { B: 1, T: 16, S: 16, Hq: 2, Hkv: 1, D: 16, qOffset: -3, window: 2 ** 30 },
   { B: 2, T: 9, S: 40, Hq: 4, Hkv: 2, D: 16, qOffset: 20, window: 7 },
   { B: 1, T: 16, S: 16, Hq: 2, Hkv: 1, D: 16, qOffset: -3, window: 4 },
   { B: 1, T: 5, S: 37, Hq: 4, Hkv: 2, D: 80, window: 6 },

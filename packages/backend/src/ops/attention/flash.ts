@@ -123,7 +123,10 @@ function resolve(ctx: Context, q: DeviceTensor, k: DeviceTensor, v: DeviceTensor
     throw new ConfigError(`attention: qOffset must be an integer, got ${opts.qOffset}`);
   const tiles = opts.tiles ?? attentionTiles(ctx, dims.D);
   if (opts.tiles) checkTiles(ctx, dims.D, opts.tiles);
-  const window = resolveWindow('attention', opts.slidingWindow, causal);
+  // A window of at least the last query's position + 1 hides nothing: 0 then (this also keeps the kernels'
+  // i32 range arithmetic far from overflow).
+  const w = resolveWindow('attention', opts.slidingWindow, causal);
+  const window = w < qOffset + dims.T ? w : 0;
   const scale = resolveScale(dims.D, opts.scale);
   return { dims, causal, scale, qOffset, window, cap: resolveSoftcap('attention', scale, opts.softcap), tiles };
 }
