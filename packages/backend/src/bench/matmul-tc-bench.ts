@@ -92,25 +92,14 @@ async function child(variant: string): Promise<void> {
     // a subgroup-matrix kernel that breaks the uniformity rule (offsets from lid / SG), checked through
     // ctx.compile as matmulTc does: must come back as a ShaderError, not abort the process
     const p = plan as TensorCorePlan;
-    const { tcPrelude, TC_ENABLES } = await import('../ops/core/matmul-tc');
+    const { tcPrelude, tcKernelDef } = await import('../ops/core/matmul-tc');
     const tcWgsl = (await import('../../../../shaders/matmul-tc.wgsl')).default;
     const code = (tcPrelude(p, TC_TILES.t64x64, false, false) + tcWgsl)
       .replace('@builtin(subgroup_id) sg: u32', '@builtin(subgroup_size) sgs_: u32')
       .replace('@builtin(subgroup_invocation_id) lane: u32) {\n', '@builtin(subgroup_invocation_id) lane: u32) {\n  let sg = lid / SG;\n');
     let error = '';
     try {
-      await ctx.compile({
-        name: 'tc-invalid',
-        code,
-        bindings: [
-          { name: 'a', access: 'read', dtype: 'f16' },
-          { name: 'b', access: 'read', dtype: 'f16' },
-          { name: 'bias', access: 'read', dtype: 'f16' },
-          { name: 'c', access: 'rw', dtype: 'f32' },
-        ],
-        params: ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one', 'u32:lda', 'u32:ldb'],
-        enables: TC_ENABLES,
-      });
+      await ctx.compile({ name: 'tc-invalid', ...tcKernelDef(code) });
     } catch (e) {
       error = (e as Error).message.slice(0, 300);
     }

@@ -7,7 +7,7 @@ import { download, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul, matmulPath } from './matmul';
-import { chooseTcTile, matmulTc, TC_TILES, tcFailures, tcPrelude, tcTileProblem, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
+import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcTileProblem, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases';
 
 const ctx: Context = await createContext();
@@ -72,18 +72,8 @@ describe('tensor-core path selection (runs everywhere)', () => {
     // skip_validation, fails here (the second half checks that it does).
     const nv = tensorCorePlan(fakeInfo({ configs: NVIDIA })) as TensorCorePlan;
     const compileErrors = async (code: string) => {
-      const src = kernelSource({
-        name: 'matmul-tc-stub',
-        code,
-        bindings: [
-          { name: 'a', access: 'read', dtype: 'f16' },
-          { name: 'b', access: 'read', dtype: 'f16' },
-          { name: 'bias', access: 'read', dtype: 'f32' },
-          { name: 'c', access: 'rw', dtype: 'f32' },
-        ],
-        params: ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one', 'u32:lda', 'u32:ldb'],
-        enables: ['f16', 'subgroups'],
-      });
+      const def = tcKernelDef(code);
+      const src = kernelSource({ name: 'matmul-tc-stub', ...def, enables: ['f16', 'subgroups'] });
       ctx.device.pushErrorScope('validation');
       const info = await ctx.device.createShaderModule({ code: src }).getCompilationInfo();
       await ctx.device.popErrorScope();

@@ -12,7 +12,7 @@ import tcWgsl from '../../../../../shaders/matmul-tc.wgsl';
 import type { BufferBinding, Context, ContextInfo, SubgroupMatrixConfig } from '../../context';
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
-import type { BindingSpec, ParamSpec } from '../../kernel';
+import type { KernelDef, ParamSpec } from '../../kernel';
 import { checkedKernel, kernelFailures, kernelsReady } from '../../kernel-cache';
 
 /** A workgroup tile of the tensor-core kernel, in elements: BM x BN of C per workgroup over an SGM x SGN grid
@@ -138,23 +138,28 @@ export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, tran
   );
 }
 
-/** A tensor-core launch, as `matmul` prepared it (batch folded, strides in elements). */
-export interface TcLaunch {
+/** One product as the matmul kernels see it (`matmul` prepared it: batch folded, strides in elements). */
+export interface MatmulLaunch {
   M: number;
   N: number;
   K: number;
   batch: number;
+  /** Batch strides of A and B (elements; 0 broadcasts). */
   sa: number;
   sb: number;
   /** Row strides of A and B as stored (elements). */
   lda: number;
   ldb: number;
-  alpha: number;
   transA: boolean;
   transB: boolean;
+  alpha: number;
+  accumulate: boolean;
+}
+
+/** A tensor-core launch: a {@link MatmulLaunch} with its bias dtype and an optional forced tile. */
+export interface TcLaunch extends MatmulLaunch {
   biasDtype: DType;
   hasBias: boolean;
-  accumulate: boolean;
   /** Force a tile (tests and benchmarks); default: `tcTuning`. */
   tile?: TcTile;
 }
@@ -174,6 +179,22 @@ export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number
 export const TC_ENABLES = ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'];
 
 const PARAMS: readonly ParamSpec[] = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one', 'u32:lda', 'u32:ldb'];
+
+/** The kernel definition (bindings, params, enables) around tensor-core WGSL `code` (the prelude and
+ *  `shaders/matmul-tc.wgsl`, or a variant of them in tests). */
+export function tcKernelDef(code: string, biasDtype: DType = 'f16'): Omit<KernelDef, 'name'> {
+  return {
+    code,
+    bindings: [
+      { name: 'a', access: 'read', dtype: 'f16' },
+      { name: 'b', access: 'read', dtype: 'f16' },
+      { name: 'bias', access: 'read', dtype: biasDtype },
+      { name: 'c', access: 'rw', dtype: 'f32' },
+    ],
+    params: PARAMS,
+    enables: TC_ENABLES,
+  };
+}
 
 /** Tensor-core kernels whose check failed on this context (cache key -> error): the portable path runs. */
 export function tcFailures(ctx: Context): Map<string, Error> {
@@ -205,18 +226,7 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
   const key = `mmtc:${name}:${+l.transA}${+l.transB}:${l.biasDtype}:${Object.values(flags).map(Number).join('')}`;
   // subgroup-matrix pipelines are built only once their WGSL checked out (see kernel-cache.ts: under Dawn's
   // skip_validation a shader breaking a subgroup-matrix rule aborted the process at pipeline creation)
-  const k = checkedKernel(ctx, key, () => ({
-    name,
-    code: tcPrelude(plan, t, l.transA, l.transB, flags) + tcWgsl,
-    bindings: [
-      { name: 'a', access: 'read', dtype: 'f16' },
-      { name: 'b', access: 'read', dtype: 'f16' },
-      { name: 'bias', access: 'read', dtype: l.biasDtype },
-      { name: 'c', access: 'rw', dtype: 'f32' },
-    ] satisfies BindingSpec[],
-    params: PARAMS,
-    enables: TC_ENABLES,
-  }));
+  const k = checkedKernel(ctx, key, () => ({ name, ...tcKernelDef(tcPrelude(plan, t, l.transA, l.transB, flags) + tcWgsl, l.biasDtype) }));
   if (!k) return false;
   const x = Math.ceil(l.N / t.bn);
   const y = Math.ceil(l.M / t.bm);

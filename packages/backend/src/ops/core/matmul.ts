@@ -6,7 +6,7 @@ import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import { formatOf } from '../../format';
 import { empty, numel, type DeviceTensor } from '../../tensor';
-import { contextTcPlan, matmulTc, type TcTile, type TensorCorePlan } from './matmul-tc';
+import { contextTcPlan, matmulTc, type MatmulLaunch, type TcTile, type TensorCorePlan } from './matmul-tc';
 import { reduce } from './reduce';
 import { assertFloat, broadcastShapes, cachedKernel, checkBinding, checkOut, fmtShape } from './util';
 
@@ -179,19 +179,7 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
 }
 
 /** One product as the kernels see it: sizes, batch and row strides in elements, epilogue. */
-interface Launch {
-  M: number;
-  N: number;
-  K: number;
-  batch: number;
-  sa: number;
-  sb: number;
-  lda: number;
-  ldb: number;
-  transA: boolean;
-  transB: boolean;
-  alpha: number;
-  accumulate: boolean;
+interface Launch extends MatmulLaunch {
   bias: DeviceTensor | undefined;
 }
 
