@@ -4,7 +4,7 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fmtBytes, OutOfMemoryError, type Context } from '@rusty/backend';
 import { AdamW, LinearWarmup, WarmupCosineScheduler, type Tensor } from '@rusty/autograd';
-import type { LlamaConfig } from '@rusty/graph';
+import type { ModelConfig } from '@rusty/graph';
 import {
   DataLoader,
   findLatestCheckpoint,
@@ -79,7 +79,7 @@ export async function loadData(
  * `maxBufferSize`. Real allocation failures are reported by the backend as they happen; this catches the hopeless
  * cases before minutes of loading.
  */
-export function checkFits(ctx: Context, c: LlamaConfig, batch: number, seqLen: number, weightBytes = 4): void {
+export function checkFits(ctx: Context, c: ModelConfig, batch: number, seqLen: number, weightBytes = 4): void {
   const max = ctx.info.limits.maxBufferSize ?? Infinity;
   // the weights first: when they alone do not fit, a smaller batch does not help
   const weights: [string, number][] = [

@@ -1,6 +1,6 @@
 import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
-import type { LlamaForCausalLM } from '@rusty/graph';
+import type { CausalLM } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec } from '../args';
 import type { CorpusSource } from '../corpus';
@@ -80,7 +80,7 @@ async function demoCorpusSource(dir: string): Promise<CorpusSource> {
 }
 
 /** Greedy continuations of the question prompts; a sampled one (temperature 0.7) of the code prompt. */
-async function samples(model: LlamaForCausalLM, tok: Tokenizer, prompts: string[], maxNewTokens: number, seed: number): Promise<string[]> {
+async function samples(model: CausalLM, tok: Tokenizer, prompts: string[], maxNewTokens: number, seed: number): Promise<string[]> {
   const outs: string[] = [];
   for (const p of prompts) {
     const greedy = p.startsWith('Q:');

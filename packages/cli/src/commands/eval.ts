@@ -1,5 +1,5 @@
 import { noGrad, Tensor, tidy } from '@rusty/autograd';
-import type { LlamaForCausalLM } from '@rusty/graph';
+import type { CausalLM } from '@rusty/graph';
 import { countTargets, DataLoader, type Dataset } from '@rusty/trainer';
 import { flag, parseArgs, withDefault, type CommandSpec } from '../args';
 import { EXIT_OK, UsageError } from '../errors';
@@ -45,7 +45,7 @@ export interface EvalResult {
 }
 
 /** Mean cross-entropy over every target token of the dataset (no gradients). */
-export async function evaluateModel(model: LlamaForCausalLM, ds: Dataset, batchSize: number, maxBatches?: number, showProgress = true): Promise<EvalResult> {
+export async function evaluateModel(model: CausalLM, ds: Dataset, batchSize: number, maxBatches?: number, showProgress = true): Promise<EvalResult> {
   const ctx = model.ctx;
   const loader = new DataLoader(ds, batchSize, { prefetch: 0 });
   const total = Math.min(loader.length, maxBatches ?? Infinity);

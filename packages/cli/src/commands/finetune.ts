@@ -1,12 +1,12 @@
 import { stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Context } from '@rusty/backend';
-import { applyLora, mergeLora, type LlamaForCausalLM } from '@rusty/graph';
+import { applyLora, loraTargets, mergeLora, parameterShapes, type CausalLM, type ModelConfig } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec, type OptionsOf } from '../args';
 import type { CorpusSource } from '../corpus';
 import { EXIT_OK, InputError, UsageError } from '../errors';
-import { checkWeights, expectedShapes, loadModel, readModelConfig, requirePath, saveAdapter, saveModelDir } from '../model-io';
+import { checkWeights, loadModel, readModelConfig, requirePath, saveAdapter, saveModelDir } from '../model-io';
 import { fmtCount } from '../progress';
 import { checkOutTarget, prepareOutDir } from '../out-dir';
 import {
@@ -24,7 +24,6 @@ import {
 import { dataFlags, loopFlags, noteSoftware, openContext, warmupOf } from './common';
 import { reportInterrupted, resumedOptions } from './run-control';
 
-export const ALL_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
 
 const flags = {
   model: flag.str('the base model: an HF directory (config.json + model.safetensors or shards) or a .safetensors file beside its config.json', {
@@ -37,7 +36,7 @@ const flags = {
   tokenizer: flag.str("a tokenizer.json to use instead of the model directory's", { value: '<file>' }),
   r: withDefault(flag.int('LoRA rank', { min: 1 }), 8),
   alpha: withDefault(flag.num('LoRA alpha (the update is scaled by alpha / r)', { positive: true }), 16),
-  targets: withDefault(flag.list(`modules to adapt, or "all" (${ALL_TARGETS.join(',')})`, { value: '<names>' }), ['q_proj', 'k_proj', 'v_proj', 'o_proj']),
+  targets: withDefault(flag.list('modules to adapt, or "all" (every linear projection of the architecture)', { value: '<names>' }), ['q_proj', 'k_proj', 'v_proj', 'o_proj']),
   'seq-len': withDefault(flag.int('tokens per training sequence', { min: 2 }), 256),
   pack: withDefault(flag.choice(['auto', 'yes', 'no'], 'concatenate documents into full windows (yes), or one padded window per document (no); auto: no for JSONL'), 'auto'),
   ...loopFlags({ steps: 100, lr: 2e-4, weightDecay: 0, batch: 4 }),
@@ -49,7 +48,7 @@ const flags = {
 
 export const finetuneSpec: CommandSpec<typeof flags> = {
   name: 'finetune',
-  summary: 'fine-tune a safetensors Llama model with LoRA',
+  summary: 'fine-tune a safetensors model (Llama, Mistral, Qwen2, Qwen3, Gemma 3) with LoRA',
   usage: 'rusty finetune --model <dir|file.safetensors> --data <file|dir|jsonl>... [options]',
   description: `Freezes the base model, adds LoRA adapters to the target projections and trains them. Writes a PEFT
 adapter directory (loadable by rusty generate --adapter and by PEFT's PeftModel.from_pretrained) and, with
@@ -72,7 +71,7 @@ type FinetuneOpts = OptionsOf<typeof flags>;
 const RESUMABLE = ['steps', 'logEvery', 'saveEvery', 'evalEvery', 'resume', 'overwrite', 'out', 'config', 'merge', 'mergeDtype'];
 
 export interface FinetuneOutcome {
-  model: LlamaForCausalLM;
+  model: CausalLM;
   tokenizer: Tokenizer;
   run: RunResult;
   out: string;
@@ -81,8 +80,8 @@ export interface FinetuneOutcome {
   trainable: number;
 }
 
-function resolveTargets(t: string[]): string[] {
-  return t.length === 1 && (t[0] === 'all' || t[0] === 'all-linear') ? ALL_TARGETS : t;
+function resolveTargets(t: string[], config: ModelConfig): string[] {
+  return t.length === 1 && (t[0] === 'all' || t[0] === 'all-linear') ? [...loraTargets(config)] : t;
 }
 
 
@@ -93,11 +92,11 @@ function resolveTargets(t: string[]): string[] {
 export async function finetuneModel(
   ctx: Context,
   o: FinetuneOpts,
-  given?: { model: LlamaForCausalLM; tokenizer: Tokenizer; baseName: string; corpus?: CorpusSource; title?: string },
+  given?: { model: CausalLM; tokenizer: Tokenizer; baseName: string; corpus?: CorpusSource; title?: string },
 ): Promise<FinetuneOutcome> {
   const out = resolve(o.out);
   const mp = o.mixedPrecision === 'no' ? undefined : o.mixedPrecision;
-  let model: LlamaForCausalLM;
+  let model: CausalLM;
   let tokenizer: Tokenizer;
   let baseDir: string | null = null;
   if (given) ({ model, tokenizer } = given);
@@ -112,7 +111,7 @@ export async function finetuneModel(
   if (!given) noteSoftware(ctx, 'finetune');
   if (o.seqLen > config.maxPositionEmbeddings) throw new UsageError(`finetune: --seq-len ${o.seqLen} exceeds the model's max_position_embeddings ${config.maxPositionEmbeddings}`);
   if (o.gradientCheckpointing) model.gradientCheckpointing = true;
-  const targets = resolveTargets(o.targets);
+  const targets = resolveTargets(o.targets, model.config);
   applyLora(model, { r: o.r, alpha: o.alpha, targetModules: targets, seed: o.seed });
   const trainable = model.trainableParameters().reduce((n, [, t]) => n + t.size, 0);
   const total = model.parameters().reduce((n, t) => n + t.size, 0);
@@ -176,8 +175,8 @@ export async function finetuneCommand(argv: string[]): Promise<number> {
   // everything that can be checked without the GPU first: paths, config, weight headers, tokenizer
   const { dir, config } = await readModelConfig(o.model);
   await checkWeights(o.model, config);
-  const linears = new Set([...expectedShapes(config).keys()].filter((k) => k.endsWith('_proj.weight')).map((k) => k.split('.').at(-2)!));
-  const unknown = resolveTargets(o.targets).filter((t) => !linears.has(t.split('.').pop()!));
+  const linears = new Set([...parameterShapes(config).keys()].filter((k) => k.endsWith('_proj.weight')).map((k) => k.split('.').at(-2)!));
+  const unknown = resolveTargets(o.targets, config).filter((t) => !linears.has(t.split('.').pop()!));
   if (unknown.length) throw new UsageError(`finetune: --targets ${unknown.join(',')}: not a projection of this model (it has ${[...linears].join(', ')}, or "all")`);
   if (o.tokenizer) await requirePath(o.tokenizer, '--tokenizer', 'file');
   else

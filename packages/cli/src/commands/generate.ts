@@ -1,5 +1,5 @@
 import type { Context } from '@rusty/backend';
-import type { LlamaForCausalLM } from '@rusty/graph';
+import type { CausalLM } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec } from '../args';
 import { EXIT_OK, UsageError } from '../errors';
@@ -58,7 +58,7 @@ export interface SampleOptions {
  * UTF-8 sequence). Returns the generated text and counts.
  */
 export async function streamText(
-  model: LlamaForCausalLM,
+  model: CausalLM,
   tok: Tokenizer,
   prompt: string,
   s: SampleOptions,
@@ -94,7 +94,7 @@ async function load(ctx: Context, o: { model: string; adapter?: string; tokenize
   return withAdapter(r, o.adapter);
 }
 
-async function withAdapter<R extends { model: LlamaForCausalLM }>(r: R, adapter: string | undefined): Promise<R> {
+async function withAdapter<R extends { model: CausalLM }>(r: R, adapter: string | undefined): Promise<R> {
   try {
     if (adapter) await loadAdapter(r.model, adapter);
   } catch (e) {

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Context } from '@rusty/backend';
-import { LlamaForCausalLM, parseLlamaConfig, type LlamaConfig } from '@rusty/graph';
+import { architectureOf, CausalLM, parseModelConfig, type ModelConfig } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec, type OptionsOf } from '../args';
 import { defaultCorpus, type CorpusSource } from '../corpus';
@@ -45,9 +45,10 @@ const flags = {
 
 export const trainSpec: CommandSpec<typeof flags> = {
   name: 'train',
-  summary: 'pretrain a small Llama model from scratch',
+  summary: 'pretrain a small model from scratch (Llama by default; any supported architecture with --model-config)',
   usage: 'rusty train [--data <path>...] [--out <dir>] [options]',
-  description: `Trains a Llama-architecture model from random weights on text, code or JSONL files and saves an HF
+  description: `Trains a model from random weights (Llama unless --model-config gives the config.json of another
+supported architecture: Mistral, Qwen2, Qwen3, Gemma 3) on text, code or JSONL files and saves an HF
 model directory (config.json, model.safetensors in f32 with HF names, tokenizer.json) that rusty finetune,
 rusty generate and HF transformers load. Without --data it trains on the embedded corpus: this repository's
 TypeScript sources when the CLI runs from a checkout, else generated code. Progress goes to stderr, metrics to
@@ -72,10 +73,10 @@ function defaultIntermediate(h: number): number {
 }
 
 /** The model config from the size flags (or an HF config file), checked with messages naming the flags. */
-export async function modelConfig(o: TrainOpts, ctx: Context, tok: Tokenizer, seqLen: number): Promise<LlamaConfig> {
+export async function modelConfig(o: TrainOpts, ctx: Context, tok: Tokenizer, seqLen: number): Promise<ModelConfig> {
   if (o.modelConfig) {
     const text = await readFile(o.modelConfig, 'utf8');
-    const c = parseLlamaConfig(text, o.modelConfig);
+    const c = parseModelConfig(text, o.modelConfig);
     if (c.vocabSize < tok.vocabSize) throw new UsageError(`--model-config ${o.modelConfig}: vocab_size ${c.vocabSize} is smaller than the tokenizer's ${tok.vocabSize} ids`);
     return c;
   }
@@ -86,7 +87,7 @@ export async function modelConfig(o: TrainOpts, ctx: Context, tok: Tokenizer, se
   if (h % heads) throw new UsageError(`train: --hidden-size ${h} must be a multiple of --heads ${heads}`);
   if ((h / heads) % 2) throw new UsageError(`train: --hidden-size / --heads = ${h / heads} must be even (rotary embeddings)`);
   if (heads % kv) throw new UsageError(`train: --heads ${heads} must be a multiple of --kv-heads ${kv}`);
-  return parseLlamaConfig(
+  return parseModelConfig(
     {
       architectures: ['LlamaForCausalLM'],
       model_type: 'llama',
@@ -110,9 +111,9 @@ export async function modelConfig(o: TrainOpts, ctx: Context, tok: Tokenizer, se
 }
 
 export interface TrainOutcome {
-  model: LlamaForCausalLM;
+  model: CausalLM;
   tokenizer: Tokenizer;
-  config: LlamaConfig;
+  config: ModelConfig;
   run: RunResult;
   out: string;
   interrupted: boolean;
@@ -135,7 +136,7 @@ export async function trainModel(ctx: Context, o: TrainOpts, extra: { corpus?: C
   process.stderr.write(`train: data: ${corpus.name}\n`);
   const data = await loadData(corpus, { tokenizer, seqLen, pack: true, valSplit: o.valSplit, seed: o.seed });
   process.stderr.write(`train: ${data.summary}\n`);
-  const model = new LlamaForCausalLM(ctx, config, { seed: o.seed, gradientCheckpointing: o.gradientCheckpointing });
+  const model = new CausalLM(ctx, config, { seed: o.seed, gradientCheckpointing: o.gradientCheckpointing });
   const nParams = model.parameters().reduce((n, t) => n + t.size, 0);
   process.stderr.write(
     `train: model: ${fmtCount(nParams)} parameters (hidden ${config.hiddenSize}, ${config.numHiddenLayers} layers, ${config.numAttentionHeads} heads, ` +
@@ -164,7 +165,7 @@ export async function trainModel(ctx: Context, o: TrainOpts, extra: { corpus?: C
     resume: !!o.resume,
     seed: o.seed,
     logEvery: o.logEvery,
-    title: extra.title ?? `rusty train: ${fmtCount(nParams)}-parameter Llama`,
+    title: extra.title ?? `rusty train: ${fmtCount(nParams)}-parameter ${architectureOf(config).className.replace(/ForCausalLM$/, '')}`,
   });
   const interrupted = run.fit.reason === 'interrupted';
   if (!interrupted) {
@@ -185,7 +186,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
   if (o.tokenizer) await requirePath(o.tokenizer, '--tokenizer');
   if (o.modelConfig) {
     await requirePath(o.modelConfig, '--model-config', 'file');
-    parseLlamaConfig(await readFile(o.modelConfig, 'utf8'), o.modelConfig);
+    parseModelConfig(await readFile(o.modelConfig, 'utf8'), o.modelConfig);
   }
   if (o.steps !== undefined) checkWarmup(o.warmup, o.steps);
   const lock = await prepareOutDir(out, { resume: !!o.resume, overwrite: !!o.overwrite, command: 'rusty train' });
