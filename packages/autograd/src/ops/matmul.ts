@@ -1,4 +1,4 @@
-import { matmul as mm, numel, reduce, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
+import { cast, matmul as mm, numel, reduce, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
 import { defineOp } from '../op';
 import { releaseRef } from '../storage';
 import type { Tensor } from '../tensor';
@@ -68,8 +68,44 @@ const linearOp = defineOp<{ hasBias: boolean }>({
   },
 });
 
+/**
+ * `linear` with f16 products (mixed precision, as PyTorch autocast runs a Linear): x and W are rounded to f16
+ * (W kept as is when it is stored in f16), the products accumulate in f32 (tensor cores where the adapter has
+ * them, `matmul`'s f16 x f16 path), outputs and gradients are f32. Saved for backward: x and W in f16 (half
+ * the activation memory of the f32 op); backward rounds the incoming gradient to f16 for its two products.
+ */
+const linearF16Op = defineOp<{ hasBias: boolean }>({
+  name: 'linear-f16',
+  forward: (ctx, [x, w, b], { hasBias }) => {
+    const inF = w!.shape[1]!;
+    if (x!.shape[x!.shape.length - 1] !== inF)
+      throw new ShapeError(`linear: input ${fmt(x!.shape)} does not end in in_features ${inF} of weight ${fmt(w!.shape)}`);
+    const xh = cast(ctx, flat2(x!), 'f16');
+    const wh = w!.dtype === 'f16' ? w! : cast(ctx, w!, 'f16');
+    const y = mm(ctx, xh, wh, { transB: true, bias: hasBias ? b : undefined });
+    return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [xh, wh] };
+  },
+  backward: (ctx, [g], [xh, wh], [mx, mw, mb]) => {
+    const g2 = flat2(g!);
+    const gh = cast(ctx, g2, 'f16');
+    const dx = mx!.requiresGrad ? { ...mm(ctx, gh, wh!), shape: [...mx!.shape] } : null;
+    const dw = mw!.requiresGrad ? mm(ctx, gh, xh!, { transA: true }) : null;
+    const db = mb?.requiresGrad ? reduce(ctx, 'sum', g2, 0) : null;
+    ctx.release(gh.buffer);
+    return [dx, dw, db];
+  },
+});
+
+/** Options of {@link linear}. */
+export interface LinearOptions {
+  /** `'f16'`: products on f16 inputs with f32 accumulation (mixed precision; tensor cores where the adapter has
+   *  subgroup matrices). Default `'f32'`: the inputs as stored, f32 arithmetic. */
+  compute?: 'f32' | 'f16';
+}
+
 /** `y = x W^T + b` with HF's `[out, in]` weight (f32, f16 or bf16) over the last dim of x. */
-export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null): Tensor {
+export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null, opts: LinearOptions = {}): Tensor {
   if (weight.rank !== 2) throw new ShapeError(`linear: weight must be [out, in], got ${fmt(weight.shape)}`);
-  return bias ? linearOp([x, weight, bias], { hasBias: true }) : linearOp([x, weight], { hasBias: false });
+  const op = opts.compute === 'f16' ? linearF16Op : linearOp;
+  return bias ? op([x, weight, bias], { hasBias: true }) : op([x, weight], { hasBias: false });
 }

@@ -1,0 +1,69 @@
+import { createContext, f16BitsToF32, f32ToF16Bits, type Context } from '@rusty/backend';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { linear, mul, sum, Tensor } from '../index';
+import { randn } from '../random';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+const h = (x: number) => f16BitsToF32(f32ToF16Bits(x));
+function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num = Math.max(num, Math.abs(a[i]! - b[i]!));
+    den = Math.max(den, Math.abs(b[i]!));
+  }
+  return Number.isNaN(num) ? Infinity : num / (den || 1);
+}
+
+describe("linear with compute: 'f16' (mixed precision)", () => {
+  // y = h(x) h(W)^T + b; with loss = sum(y * c): dY = c, dx = h(c) h(W), dW = h(c)^T h(x), db = sum_rows c
+  it.each([
+    ['f32 weight', 'f32'],
+    ['f16 weight', 'f16'],
+  ] as const)('forward and every gradient match float64 of the f16-rounded operands (%s), odd sizes', async (_n, wdt) => {
+    const [B, T, IN, OUT] = [2, 5, 19, 13];
+    const R = B * T;
+    const xv = randn(R * IN, 1);
+    const wv = randn(OUT * IN, 2);
+    const bv = randn(OUT, 3);
+    const cv = randn(R * OUT, 4);
+    const x = Tensor.fromArray(ctx, xv, [B, T, IN], { requiresGrad: true });
+    const w = Tensor.fromArray(ctx, wv, [OUT, IN], { requiresGrad: true, dtype: wdt });
+    const b = Tensor.fromArray(ctx, bv, [OUT], { requiresGrad: true });
+    const c = Tensor.fromArray(ctx, cv, [B, T, OUT]);
+    const y = linear(x, w, b, { compute: 'f16' });
+    expect(y.shape).toEqual([B, T, OUT]);
+    expect(y.dtype).toBe('f32');
+    const loss = sum(mul(y, c));
+    loss.backward();
+    const yRef = new Float64Array(R * OUT);
+    const dx = new Float64Array(R * IN);
+    const dw = new Float64Array(OUT * IN);
+    const db = new Float64Array(OUT);
+    for (let r = 0; r < R; r++)
+      for (let o = 0; o < OUT; o++) {
+        let s = bv[o]!;
+        const g = h(cv[r * OUT + o]!);
+        for (let i = 0; i < IN; i++) {
+          s += h(xv[r * IN + i]!) * h(wv[o * IN + i]!);
+          dx[r * IN + i]! += g * h(wv[o * IN + i]!);
+          dw[o * IN + i]! += g * h(xv[r * IN + i]!);
+        }
+        yRef[r * OUT + o] = s;
+        db[o]! += cv[r * OUT + o]!;
+      }
+    expect(relErr(await y.toArray(), yRef)).toBeLessThan(1e-5);
+    expect(relErr(await x.grad!.toArray(), dx)).toBeLessThan(1e-5);
+    expect(relErr(await w.grad!.toArray(), dw)).toBeLessThan(1e-5);
+    expect(relErr(await b.grad!.toArray(), db)).toBeLessThan(1e-5);
+    // the f16 rounding is real: the f32 op differs from the reference by more than f32 rounding
+    const y32 = await linear(x, w, b).toArray();
+    expect(relErr(y32, yRef)).toBeGreaterThan(1e-5);
+    for (const t of [x, w, b, c, y, loss]) t.dispose();
+  });
+});
