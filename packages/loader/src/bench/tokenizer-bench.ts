@@ -39,13 +39,13 @@ if (!Number.isInteger(reps) || reps < 1) throw new Error('--reps must be a posit
 const writeDir = argValue('write-dir');
 
 /** The fixture tokenizers: `--fixtures DIR`, else `shared/fixtures/tokenizers` beside a directory above this
- *  program (the repository checkout, whether run from src/ or dist/). */
-function fixtureTokenizers(): string {
+ *  program (the repository checkout, whether run from src/ or dist/); null outside a checkout. */
+function fixtureTokenizers(): string | null {
   const given = argValue('fixtures');
   if (given) return given;
   for (let d = dirname(fileURLToPath(import.meta.url)); ; d = dirname(d)) {
     for (const c of [join(d, 'shared/fixtures/tokenizers'), join(d, '../shared/fixtures/tokenizers')]) if (existsSync(c)) return resolve(c);
-    if (dirname(d) === d) throw new Error('cannot find shared/fixtures/tokenizers above this program; give --fixtures DIR');
+    if (dirname(d) === d) return null;
   }
 }
 const FIXTURE_TOKENIZERS = fixtureTokenizers();
@@ -161,7 +161,7 @@ const HTML_TAGS = ['html', 'head', 'body', 'div', 'span', 'p', 'a', 'b', 'i', 'u
 
 /** One of the fixture tokenizers with a Gemma-3-sized list of added tokens that start with `<` appended. */
 function gemmaLike(base: 'bytelevel' | 'metaspace'): Record<string, unknown> {
-  const json = JSON.parse(readFileSync(join(FIXTURE_TOKENIZERS, `${base}.tokenizer.json`), 'utf8')) as { added_tokens: { id: number }[]; model: { vocab: Record<string, number> } };
+  const json = JSON.parse(readFileSync(join(FIXTURE_TOKENIZERS!, `${base}.tokenizer.json`), 'utf8')) as { added_tokens: { id: number }[]; model: { vocab: Record<string, number> } };
   let next = Math.max(...Object.values(json.model.vocab), ...json.added_tokens.map((t) => t.id)) + 1;
   const contents = ['<start_of_turn>', '<end_of_turn>', '<start_of_image>', '<end_of_image>', '<image_soft_token>', '<mask>', '<bos>', '<eos>', '<pad>', '[multimodal]'];
   for (const t of HTML_TAGS) contents.push(`<${t}>`, `</${t}>`);
@@ -210,27 +210,29 @@ async function main(): Promise<void> {
   const result: Record<string, unknown> = { node: process.version, cpu: cpus()[0]?.model, cores: cpus().length, load_average: loadavg().map((x) => +x.toFixed(2)), reps };
   const texts: Record<string, string> = {};
 
-  // --- encoding with a Gemma-3-sized added-token list ---
-  const gemma = { metaspace: Tokenizer.fromJSON(gemmaLike('metaspace')), bytelevel: Tokenizer.fromJSON(gemmaLike('bytelevel')) };
-  result.gemma_like_added_tokens = gemma.metaspace.addedTokens.length;
+  // --- encoding with a Gemma-3-sized added-token list (built on the fixture tokenizers) ---
+  const gemma = FIXTURE_TOKENIZERS ? { metaspace: Tokenizer.fromJSON(gemmaLike('metaspace')), bytelevel: Tokenizer.fromJSON(gemmaLike('bytelevel')) } : null;
   const size = quick ? 100_000 : 400_000;
   texts.s20000 = '<s>'.repeat(20_000);
   texts.prose = prose(size, 1);
   texts.html = html(size, 2);
   texts.near_miss = '<unused'.repeat(Math.floor(size / 7));
-  const enc: Record<string, unknown> = {};
-  const one = (tok: Tokenizer, text: string) => {
-    const t = time(() => tok.encode(text));
-    return { chars: text.length, tokens: tok.encode(text).length, ...t, MBps: +(text.length / t.median_ms / 1e3).toFixed(2) };
-  };
-  enc.s20000_added = one(gemma.metaspace, texts.s20000);
-  enc.s20000_model = one(gemma.bytelevel, texts.s20000);
-  for (const [name, tok] of Object.entries(gemma)) {
-    enc[`prose_${name}`] = one(tok, texts.prose);
-    enc[`html_${name}`] = one(tok, texts.html);
-    enc[`near_miss_${name}`] = one(tok, texts.near_miss);
-  }
-  result.encode_gemma_like = enc;
+  if (gemma) {
+    result.gemma_like_added_tokens = gemma.metaspace.addedTokens.length;
+    const enc: Record<string, unknown> = {};
+    const one = (tok: Tokenizer, text: string) => {
+      const t = time(() => tok.encode(text));
+      return { chars: text.length, tokens: tok.encode(text).length, ...t, MBps: +(text.length / t.median_ms / 1e3).toFixed(2) };
+    };
+    enc.s20000_added = one(gemma.metaspace, texts.s20000);
+    enc.s20000_model = one(gemma.bytelevel, texts.s20000);
+    for (const [name, tok] of Object.entries(gemma)) {
+      enc[`prose_${name}`] = one(tok, texts.prose);
+      enc[`html_${name}`] = one(tok, texts.html);
+      enc[`near_miss_${name}`] = one(tok, texts.near_miss);
+    }
+    result.encode_gemma_like = enc;
+  } else result.encode_gemma_like = { skipped: 'no shared/fixtures/tokenizers above this program (give --fixtures DIR)' };
 
   // --- loading a Qwen-sized byte-level BPE ---
   const qwenSize = quick ? 50_000 : 150_000;
@@ -262,6 +264,7 @@ async function main(): Promise<void> {
     }
     result.load_qwen_like = load;
     if (writeDir) {
+      if (!gemma) throw new Error('--write-dir needs the fixture tokenizers (give --fixtures DIR)');
       writeFileSync(join(dir, 'gemma-like-metaspace.tokenizer.json'), JSON.stringify(gemmaLike('metaspace')));
       writeFileSync(join(dir, 'gemma-like-bytelevel.tokenizer.json'), JSON.stringify(gemmaLike('bytelevel')));
       writeFileSync(join(dir, 'texts.json'), JSON.stringify(texts));
