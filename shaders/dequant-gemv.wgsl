@@ -3,6 +3,8 @@
 // Bindings: x (read: f32, f16 or bf16, [M, K]), q (read u32 [N, wpr]), s (read f32 or f16 [N, nb]: first-level
 //   scales), bias (read [N], any float; x again when HAS_BIAS is false), y (rw f32 [M, N]).
 // Params: M (1..16), N, K, G, nb, wpr, gx (workgroups per grid row), one (a uniform 1, see DYN).
+// Prepended by the wrapper: MR, the number of rows (= M) as a constant, so that the partial sums live in
+//   registers and the reduction covers MR rows only (one pipeline per row count).
 // Overrides: FMT (quant-common), HAS_BIAS, DYN (software adapters: loop bounds times p.one keep loops rolled;
 //   unrolled, this kernel costs lavapipe's compiler tens of seconds), and entry point main_vec (16-byte loads, where x is
 //   f32 with K a multiple of 4, rows unpadded (K == Kp) and wpr a multiple of 4: q and x are re-declared below as
@@ -18,9 +20,8 @@ override DYN: bool = false;
 fn dn(x: u32) -> u32 { return select(x, x * p.one, DYN); }
 
 const WG: u32 = 64u;
-const MAXM: u32 = 16u;
 
-var<workgroup> red: array<f32, 1024>; // [MAXM][WG]
+var<workgroup> red: array<f32, MR * WG>; // [MR][WG]
 var<workgroup> lut: array<f32, 16>;
 
 fn nf4_value(u: u32) -> f32 { return lut[u]; }
@@ -36,16 +37,16 @@ fn word_vals4(w: u32, base: u32) -> vec4f {
 }
 
 // the M partial sums of this thread -> workgroup tree -> y[m, n] (+ bias)
-fn finish(n: u32, li: u32, acc: array<f32, MAXM>) {
-  for (var m = 0u; m < dn(MAXM); m++) { red[m * WG + li] = acc[m]; }
+fn finish(n: u32, li: u32, acc: array<f32, MR>) {
+  for (var m = 0u; m < dn(MR); m++) { red[m * WG + li] = acc[m]; }
   workgroupBarrier();
   for (var st = dn(WG / 2u); st > 0u; st >>= 1u) {
     if (li < st) {
-      for (var m = 0u; m < dn(MAXM); m++) { red[m * WG + li] += red[m * WG + li + st]; }
+      for (var m = 0u; m < dn(MR); m++) { red[m * WG + li] += red[m * WG + li + st]; }
     }
     workgroupBarrier();
   }
-  if (n < p.N && li < p.M) {
+  if (n < p.N && li < MR) {
     var v = red[li * WG];
     if (HAS_BIAS) { v += read_bias(n); }
     y[li * p.N + n] = v;
@@ -58,7 +59,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u
   if (li < 16u) { lut[li] = NF4_CODE[li]; }
   workgroupBarrier();
   let epw = q_epw();
-  var acc: array<f32, MAXM>;
+  var acc: array<f32, MR>;
   if (n < p.N) {
     for (var kw = li; kw < p.wpr; kw += WG) {
       let word = q[n * p.wpr + kw];
@@ -67,7 +68,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u
         let k = kw * epw + e;
         if (k < p.K) {
           let v = q_value(word, e) * sc;
-          for (var m = 0u; m < p.M; m++) { acc[m] = fma(v, read_x(m * p.K + k), acc[m]); }
+          for (var m = 0u; m < dn(MR); m++) { acc[m] = fma(v, read_x(m * p.K + k), acc[m]); }
         }
       }
     }
@@ -82,14 +83,14 @@ fn main_vec(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) l
   if (li < 16u) { lut[li] = NF4_CODE[li]; }
   workgroupBarrier();
   let epw = q_epw();
-  var acc: array<f32, MAXM>;
+  var acc: array<f32, MR>;
   if (n < p.N) {
     let nv = p.wpr / 4u;
     for (var v = li; v < nv; v += WG) {
       let qv = q4[n * nv + v];
       let k0 = v * 4u * epw;
       let sc = read_s(n * p.nb + k0 / p.G);
-      for (var m = 0u; m < p.M; m++) {
+      for (var m = 0u; m < dn(MR); m++) {
         let xb = (m * p.K + k0) / 4u;
         var t = 0.0;
         for (var j = 0u; j < dn(4u); j++) {

@@ -136,10 +136,10 @@ function gemv(ctx: Context, x: DeviceTensor, w: QuantTensor, s: DeviceTensor, bi
   const { N, K, G, nb, wpr } = w.layout;
   const vec = x.dtype === 'f32' && K % 4 === 0 && K === w.layout.Kp && wpr % 4 === 0;
   const constants = { FMT: FMT_ID[w.spec.format], HAS_BIAS: +hasBias, DYN: +ctx.info.isSoftware };
-  const key = `dequant-gemv:${x.dtype}:${s.dtype}:${bias.dtype}:${Object.values(constants).join('')}:${+vec}`;
+  const key = `dequant-gemv:${x.dtype}:${s.dtype}:${bias.dtype}:${Object.values(constants).join('')}:${+vec}:${M}`;
   const k = cachedKernel(ctx, key, () => ({
     name: 'dequant-gemv',
-    code: quantPrelude() + gemvWgsl,
+    code: `const MR: u32 = ${M}u;\n` + quantPrelude() + gemvWgsl,
     entryPoint: vec ? 'main_vec' : 'main',
     bindings: [
       { name: 'x', access: 'read', dtype: x.dtype },
