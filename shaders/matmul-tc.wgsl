@@ -13,7 +13,9 @@
 //   BN = SGN*WN, BK (K-slice per step, a multiple of SK), A_T, B_T, AS_STRIDE / AS_SIZE and BS_STRIDE / BS_SIZE
 //   (row stride and size in halves of one staged slice), the aliases Lm / Rm / Acc of the three matrix types,
 //   load_l(off) / load_r(off) (subgroupMatrixLoad from As / Bs with the layout the operand's storage needs), and
-//   at_a(e) / at_b(e) (one element as f32, for unaligned operands), and the flags VEC_A, VEC_B (16-byte global
+//   at_a(e) / at_b(e) (one element as f32, for unaligned operands), the matrix code at the //@acc, //@mma,
+//   //@direct and //@scratch lines (`tcMatrixCode`: the accumulators as an array indexed in loops, or unrolled
+//   into named variables, acc_<i>_<j>), and the flags VEC_A, VEC_B (16-byte global
 //   loads: the operand's contiguous dim and batch stride are multiples of 8), HAS_BIAS, ACCUM, DIRECT (store full
 //   tiles straight to C when there is no epilogue: alpha 1, no bias, no accumulate). Flags are WGSL consts, not
 //   pipeline overrides (see the note on overrides in ops/core/matmul-tc.ts).
@@ -162,7 +164,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let n0 = wg.x * BN;
   let boa = wg.z * p.sa;
   let bob = wg.z * p.sb;
-  var acc: array<Acc, FM * FN>;
+  //@acc
   let nt = (p.K + BK - 1u) / BK;
   fetchA(boa, m0, 0u, lid);
   fetchB(bob, n0, 0u, lid);
@@ -177,46 +179,32 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     let ab = cur * AS_SIZE;
     let bb = cur * BS_SIZE;
     for (var kk = 0u; kk < BK; kk += SK) {
-      var lf: array<Lm, FM>;
-      var rf: array<Rm, FN>;
-      for (var i = 0u; i < FM; i++) { lf[i] = load_l(ab + a_off(wm0 + i * SM, kk)); }
-      for (var j = 0u; j < FN; j++) { rf[j] = load_r(bb + b_off(kk, wn0 + j * SN)); }
-      for (var i = 0u; i < FM; i++) {
-        for (var j = 0u; j < FN; j++) {
-          acc[i * FN + j] = subgroupMatrixMultiplyAccumulate(lf[i], rf[j], acc[i * FN + j]);
-        }
-      }
+      //@mma
     }
     if (t + 1u < nt) { stash(1u - cur, lid); }
     workgroupBarrier();
   }
   let cb = wg.z * p.M * p.N;
   if (DIRECT && m0 + BM <= p.M && n0 + BN <= p.N && p.alpha == 1.0) {
-    for (var i = 0u; i < FM; i++) {
-      for (var j = 0u; j < FN; j++) {
-        let o = cb + (m0 + wm0 + i * SM) * p.N + n0 + wn0 + j * SN;
-        subgroupMatrixStore<row_major>(&c, o, acc[i * FN + j], p.N);
-      }
-    }
+    //@direct
     return;
   }
   let cs = sg * SM * SN;
-  for (var i = 0u; i < FM; i++) {
-    for (var j = 0u; j < FN; j++) {
-      subgroupMatrixStore<row_major>(&Cs, cs, acc[i * FN + j], SN);
-      workgroupBarrier();
-      for (var q = lane; q < SM * SN; q += SG) {
-        let m = m0 + wm0 + i * SM + q / SN;
-        let n = n0 + wn0 + j * SN + q % SN;
-        if (m < p.M && n < p.N) {
-          let ci = cb + m * p.N + n;
-          var v = p.alpha * Cs[cs + q];
-          if (HAS_BIAS) { v += read_bias(n); }
-          if (ACCUM) { v += c[ci]; }
-          c[ci] = v;
-        }
-      }
-      workgroupBarrier();
+  //@scratch
+}
+
+// Copy result matrix (i, j) of this subgroup from its scratch tile Cs[cs ..] to C with bounds, alpha, bias and
+// accumulate (every lane of the subgroup takes every SG-th element).
+fn copy_out(i: u32, j: u32, cs: u32, lane: u32, m0: u32, n0: u32, wm0: u32, wn0: u32, cb: u32) {
+  for (var q = lane; q < SM * SN; q += SG) {
+    let m = m0 + wm0 + i * SM + q / SN;
+    let n = n0 + wn0 + j * SN + q % SN;
+    if (m < p.M && n < p.N) {
+      let ci = cb + m * p.N + n;
+      var v = p.alpha * Cs[cs + q];
+      if (HAS_BIAS) { v += read_bias(n); }
+      if (ACCUM) { v += c[ci]; }
+      c[ci] = v;
     }
   }
 }

@@ -6,6 +6,7 @@
  * check fails. PyTorch's side of the same shapes: `python3 matmul_torch.py` (same folder).
  *
  *   bash .gpu/run.sh matmul-tc-bench [--no-check] [--no-bench] [--reps=N] [--tiles=t128x128,t64x64] [--no-direct]
+ *                                    [--unroll]   (tcTuning.unroll: named accumulators instead of indexed arrays)
  *   bash .gpu/run.sh matmul-tc-bench --probe   # pipeline-creation diagnosis: each variant in its own process
  */
 import { spawnSync } from 'node:child_process';
@@ -92,9 +93,8 @@ async function child(variant: string): Promise<void> {
     // a subgroup-matrix kernel that breaks the uniformity rule (offsets from lid / SG), checked through
     // ctx.compile as matmulTc does: must come back as a ShaderError, not abort the process
     const p = plan as TensorCorePlan;
-    const { tcPrelude, tcKernelDef } = await import('../ops/core/matmul-tc');
-    const tcWgsl = (await import('../../../../shaders/matmul-tc.wgsl')).default;
-    const code = (tcPrelude(p, TC_TILES.t64x64, false, false) + tcWgsl)
+    const { tcSource, tcKernelDef } = await import('../ops/core/matmul-tc');
+    const code = tcSource(p, TC_TILES.t64x64, false, false)
       .replace('@builtin(subgroup_id) sg: u32', '@builtin(subgroup_size) sgs_: u32')
       .replace('@builtin(subgroup_invocation_id) lane: u32) {\n', '@builtin(subgroup_invocation_id) lane: u32) {\n  let sg = lid / SG;\n');
     let error = '';
@@ -147,6 +147,7 @@ async function main() {
     return;
   }
   if (flag('no-direct')) tcTuning.direct = false;
+  if (flag('unroll')) tcTuning.unroll = true;
   const ctx = await createContext();
   const info = ctx.info;
   const out: Record<string, unknown> = {

@@ -1,5 +1,4 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import tcWgsl from '../../../../../shaders/matmul-tc.wgsl';
 import { createContext, type Context, type ContextInfo } from '../../context';
 import { kernelSource } from '../../kernel';
 import { ShapeError } from '../../errors';
@@ -7,7 +6,7 @@ import { download, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul, matmulPath } from './matmul';
-import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcTileProblem, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
+import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSource, tcTileProblem, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases';
 
 const ctx: Context = await createContext();
@@ -99,12 +98,14 @@ fn stub_store_Cs(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); Cs[o] = v
       return out;
     };
     const errors: string[] = [];
-    for (const t of Object.values(TC_TILES))
-      for (const [ta, tb] of [[false, false], [false, true], [true, false]] as const)
-        for (const e of await compileErrors(stub(tcPrelude(nv, t, ta, tb) + tcWgsl))) errors.push(`${JSON.stringify(t)} ${ta}${tb}: ${e}`);
+    for (const unroll of [false, true])
+      for (const t of Object.values(TC_TILES))
+        for (const [ta, tb] of [[false, false], [false, true], [true, false]] as const)
+          for (const e of await compileErrors(stub(tcSource(nv, t, ta, tb, undefined, unroll))))
+            errors.push(`${JSON.stringify(t)} ${ta}${tb}${unroll ? ' unrolled' : ''}: ${e}`);
     expect(errors).toEqual([]);
     // the subgroup index computed from local_invocation_index is not subgroup-uniform: rejected
-    const bad = stub(tcPrelude(nv, TC_TILES.t64x64, false, false) + tcWgsl).replace('@builtin(subgroup_id) sg: u32', '@builtin(subgroup_size) sgs_: u32')
+    const bad = stub(tcSource(nv, TC_TILES.t64x64, false, false)).replace('@builtin(subgroup_id) sg: u32', '@builtin(subgroup_size) sgs_: u32')
       .replace('@builtin(subgroup_invocation_id) lane: u32) {\n', '@builtin(subgroup_invocation_id) lane: u32) {\n  let sg = lid / SG;\n');
     expect((await compileErrors(bad)).join('\n')).toMatch(/uniform/);
   });

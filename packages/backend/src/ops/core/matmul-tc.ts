@@ -40,12 +40,16 @@ export type TcTileName = keyof typeof TC_TILES;
 
 /** Tuning of `auto` (a benchmark may change it): the big and small tile and the tile count below which the
  *  small one runs. */
-export const tcTuning: { big: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean } = {
+export const tcTuning: { big: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
   big: 't128x128',
   small: 't64x64',
   minBigTiles: 264,
   /** Store full tiles straight from the accumulators to C (else every tile goes through the scratch). */
   direct: true,
+  /** Unroll the fragment loops into named accumulators (`tcMatrixCode`). Not measured yet: the array form ran
+   *  at 24-40 TFLOP/s on an H200 for every tile, and dynamically indexed matrix arrays held in local memory are
+   *  the first suspect (`matmul-tc-bench --unroll` compares). */
+  unroll: false,
 };
 
 /** What the adapter offers the tensor-core kernel: the fragment shape and the (fixed) subgroup size. */
@@ -138,6 +142,69 @@ export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, tran
   );
 }
 
+/**
+ * The subgroup-matrix code of `shaders/matmul-tc.wgsl` at its `//@acc`, `//@mma`, `//@direct` and `//@scratch`
+ * lines: the FM x FN accumulators as an array indexed in loops, or (`unroll`) as named variables acc_<i>_<j>
+ * with every fragment load and multiply-accumulate written out.
+ */
+export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean): Record<'acc' | 'mma' | 'direct' | 'scratch', string> {
+  if (!unroll)
+    return {
+      acc: 'var acc: array<Acc, FM * FN>;',
+      mma: `var lf: array<Lm, FM>;
+      var rf: array<Rm, FN>;
+      for (var i = 0u; i < FM; i++) { lf[i] = load_l(ab + a_off(wm0 + i * SM, kk)); }
+      for (var j = 0u; j < FN; j++) { rf[j] = load_r(bb + b_off(kk, wn0 + j * SN)); }
+      for (var i = 0u; i < FM; i++) {
+        for (var j = 0u; j < FN; j++) {
+          acc[i * FN + j] = subgroupMatrixMultiplyAccumulate(lf[i], rf[j], acc[i * FN + j]);
+        }
+      }`,
+      direct: `for (var i = 0u; i < FM; i++) {
+      for (var j = 0u; j < FN; j++) {
+        let o = cb + (m0 + wm0 + i * SM) * p.N + n0 + wn0 + j * SN;
+        subgroupMatrixStore<row_major>(&c, o, acc[i * FN + j], p.N);
+      }
+    }`,
+      scratch: `for (var i = 0u; i < FM; i++) {
+    for (var j = 0u; j < FN; j++) {
+      subgroupMatrixStore<row_major>(&Cs, cs, acc[i * FN + j], SN);
+      workgroupBarrier();
+      copy_out(i, j, cs, lane, m0, n0, wm0, wn0, cb);
+      workgroupBarrier();
+    }
+  }`,
+    };
+  const fm = t.bm / t.sgm / plan.frag.M;
+  const fn = t.bn / t.sgn / plan.frag.N;
+  const I = [...Array(fm).keys()];
+  const J = [...Array(fn).keys()];
+  const IJ = I.flatMap((i) => J.map((j) => [i, j] as const));
+  return {
+    acc: IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n  '),
+    mma: [
+      ...I.map((i) => `let l_${i} = load_l(ab + a_off(wm0 + ${i}u * SM, kk));`),
+      ...J.map((j) => `let r_${j} = load_r(bb + b_off(kk, wn0 + ${j}u * SN));`),
+      ...IJ.map(([i, j]) => `acc_${i}_${j} = subgroupMatrixMultiplyAccumulate(l_${i}, r_${j}, acc_${i}_${j});`),
+    ].join('\n      '),
+    direct: IJ.map(
+      ([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i}u * SM) * p.N + n0 + wn0 + ${j}u * SN, acc_${i}_${j}, p.N);`,
+    ).join('\n    '),
+    scratch: IJ.map(
+      ([i, j]) =>
+        `subgroupMatrixStore<row_major>(&Cs, cs, acc_${i}_${j}, SN);\n  workgroupBarrier();\n` +
+        `  copy_out(${i}u, ${j}u, cs, lane, m0, n0, wm0, wn0, cb);\n  workgroupBarrier();`,
+    ).join('\n  '),
+  };
+}
+
+/** The whole WGSL of a tensor-core kernel: the prelude and `shaders/matmul-tc.wgsl` with its matrix code. */
+export function tcSource(plan: TensorCorePlan, t: TcTile, transA: boolean, transB: boolean, flags: TcFlags = NO_FLAGS, unroll = false): string {
+  const m = tcMatrixCode(t, plan, unroll);
+  const body = tcWgsl.replace(/^(\s*)\/\/@(acc|mma|direct|scratch)$/gm, (_, ind: string, k: 'acc' | 'mma' | 'direct' | 'scratch') => ind + m[k]);
+  return tcPrelude(plan, t, transA, transB, flags) + body;
+}
+
 /** One product as the matmul kernels see it (`matmul` prepared it: batch folded, strides in elements). */
 export interface MatmulLaunch {
   M: number;
@@ -222,11 +289,11 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
     ACCUM: l.accumulate,
     DIRECT: !l.hasBias && !l.accumulate && tcTuning.direct,
   };
-  const name = `matmul-tc-${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}`;
+  const name = `matmul-tc-${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}${tcTuning.unroll ? '-u' : ''}`;
   const key = `mmtc:${name}:${+l.transA}${+l.transB}:${l.biasDtype}:${Object.values(flags).map(Number).join('')}`;
   // subgroup-matrix pipelines are built only once their WGSL checked out (see kernel-cache.ts: under Dawn's
   // skip_validation a shader breaking a subgroup-matrix rule aborted the process at pipeline creation)
-  const k = checkedKernel(ctx, key, () => ({ name, ...tcKernelDef(tcPrelude(plan, t, l.transA, l.transB, flags) + tcWgsl, l.biasDtype) }));
+  const k = checkedKernel(ctx, key, () => ({ name, ...tcKernelDef(tcSource(plan, t, l.transA, l.transB, flags, tcTuning.unroll), l.biasDtype) }));
   if (!k) return false;
   const x = Math.ceil(l.N / t.bn);
   const y = Math.ceil(l.M / t.bm);
