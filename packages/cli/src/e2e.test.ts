@@ -182,7 +182,7 @@ describe('rusty (built CLI, as a subprocess)', () => {
   it('inspect shows tensors, dtypes, shapes and parameter counts', async () => {
     const d = await rusty(['inspect', 'base']);
     expect(d.code, d.stderr).toBe(0);
-    expect(d.stdout).toMatch(/architecture +llama .*hidden 32, 1 layers/);
+    expect(d.stdout).toMatch(/architecture +LlamaForCausalLM \(llama\): hidden 32, 1 layers/);
     expect(d.stdout).toMatch(/^model\.embed_tokens\.weight +F32 +\[259, 32\] +8,288/m);
     expect(d.stdout).toMatch(/\d+ tensors in 1 file, [\d,]+ parameters \(F32 [\d,]+\)/);
     const f = await rusty(['inspect', 'base/model.safetensors', '--filter', '*.mlp.*']);
@@ -206,7 +206,7 @@ describe('rusty (built CLI, as a subprocess)', () => {
     expect(a.code, a.stderr).toBe(0);
     expect(JSON.parse(a.stdout)).toHaveLength(4);
     const i = await rusty(['inspect', join(FIXTURES, 'llama-tiny')]);
-    expect(i.stdout).toMatch(/hidden 64, 2 layers, 4 heads \(2 kv\), intermediate 176, vocab 256, context 128$/m);
+    expect(i.stdout).toMatch(/hidden 64, 2 layers, 4 heads \(2 kv\) of 16, intermediate 176, vocab 256, context 128$/m);
     expect(i.stdout).toMatch(/^lm_head\.weight +F32 +\[256, 64\]/m);
     // without a tokenizer.json, text prompts need --tokenizer
     await expectOneLineError(['generate', '--model', join(FIXTURES, 'llama-tiny'), '--prompt', 'x'], /no tokenizer.json .*give one with --tokenizer/);
@@ -280,7 +280,7 @@ describe('rusty (built CLI, as a subprocess)', () => {
     });
 
     it('a config for an unsupported architecture', async () => {
-      await expectOneLineError(['finetune', '--model', 'gpt2', '--data', 'qa.jsonl'], /gpt2\/config.json: field 'architectures' is \["GPT2LMHeadModel"\]; Rusty supports LlamaForCausalLM/);
+      await expectOneLineError(['finetune', '--model', 'gpt2', '--data', 'qa.jsonl'], /gpt2\/config.json: field 'model_type' is 'gpt2'; Rusty supports LlamaForCausalLM \(llama\), MistralForCausalLM/);
     });
 
     it('shape mismatches', async () => {
