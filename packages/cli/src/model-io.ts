@@ -2,7 +2,7 @@
 // headers before the GPU starts, around @rusty/loader's loadPretrained / loadLoraAdapter / saveLoraAdapter.
 import { copyFile, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { ConfigError, ShapeError, type Context, type DType } from '@rusty/backend';
+import { ConfigError, ShapeError, type Context, type DType, type QuantSpec } from '@rusty/backend';
 import {
   modelConfigToJSON,
   parameterShapes,
@@ -119,6 +119,8 @@ export interface LoadModelOptions {
   tokenizer?: string;
   /** Load without a tokenizer (token ids in and out): `tokenizer` is then null when the directory has none. */
   optionalTokenizer?: boolean;
+  /** Quantize the linear projections on the GPU as they load (`--quantize`). */
+  quantize?: QuantSpec;
 }
 
 /**
@@ -128,7 +130,13 @@ export interface LoadModelOptions {
 export async function loadModel(ctx: Context, path: string, o: LoadModelOptions & { optionalTokenizer: true }): Promise<Omit<LoadedModel, 'tokenizer'> & { tokenizer: Tokenizer | null }>;
 export async function loadModel(ctx: Context, path: string, o?: LoadModelOptions): Promise<LoadedModel>;
 export async function loadModel(ctx: Context, path: string, o: LoadModelOptions = {}): Promise<Omit<LoadedModel, 'tokenizer'> & { tokenizer: Tokenizer | null }> {
-  const r = await loadPretrained(ctx, path, { dtype: o.dtype ?? 'f32', requiresGrad: o.requiresGrad, gradientCheckpointing: o.gradientCheckpointing });
+  const q = o.quantize;
+  const r = await loadPretrained(ctx, path, {
+    dtype: o.dtype ?? 'f32',
+    requiresGrad: o.requiresGrad,
+    gradientCheckpointing: o.gradientCheckpointing,
+    ...(q ? { quantize: q.format, groupSize: q.groupSize, doubleQuant: q.doubleQuant } : {}),
+  });
   let tokenizer = r.tokenizer;
   try {
     if (o.tokenizer) tokenizer = await loadTokenizer(o.tokenizer);

@@ -1,13 +1,14 @@
 import { stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import type { Context } from '@rusty/backend';
-import { applyLora, loraTargets, mergeLora, parameterShapes, type CausalLM, type ModelConfig } from '@rusty/graph';
+import { fmtBytes, type Context, type QuantSpec } from '@rusty/backend';
+import { applyLora, dequantizeLinears, loraTargets, mergeLora, parameterShapes, quantizedLinears, type CausalLM, type ModelConfig } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec, type OptionsOf } from '../args';
 import type { CorpusSource } from '../corpus';
 import { EXIT_OK, InputError, UsageError } from '../errors';
 import { checkWeights, loadModel, readModelConfig, requirePath, saveAdapter, saveModelDir } from '../model-io';
 import { fmtCount } from '../progress';
+import { quantFlags, quantSpecOf } from '../quant-flags';
 import { checkOutTarget, prepareOutDir } from '../out-dir';
 import {
   checkDataPaths,
@@ -41,8 +42,9 @@ const flags = {
   pack: withDefault(flag.choice(['auto', 'yes', 'no'], 'concatenate documents into full windows (yes), or one padded window per document (no); auto: no for JSONL'), 'auto'),
   ...loopFlags({ steps: 100, lr: 2e-4, weightDecay: 0, batch: 4 }),
   'mixed-precision': withDefault(flag.choice(['no', 'f16', 'bf16'], 'keep the frozen base weights in 16 bits (half the memory); f16 adds dynamic loss scaling'), 'no'),
+  ...quantFlags,
   merge: flag.bool('also write the base model with the adapter merged into its weights, in <out>/merged'),
-  'merge-dtype': withDefault(flag.choice(['f32', 'f16', 'bf16'], 'storage dtype of the merged model'), 'f32'),
+  'merge-dtype': flag.choice(['f32', 'f16', 'bf16'], 'storage dtype of the merged model (default f32; with --quantize, the dtype the base was stored in)'),
   config: flag.str('a JSON file of options (keys as these flags: "r", "lr", "targets", "batch-size", ...)', { value: '<file>', cliOnly: true }),
 };
 
@@ -80,6 +82,11 @@ export interface FinetuneOutcome {
   trainable: number;
 }
 
+/** `nf4 (blocks of 64, double-quantized scales)` */
+function describeSpec(s: QuantSpec): string {
+  return `${s.format} (${s.groupSize ? `blocks of ${s.groupSize}` : 'one scale per row'}${s.doubleQuant ? ', double-quantized scales' : ''})`;
+}
+
 function resolveTargets(t: string[], config: ModelConfig): string[] {
   return t.length === 1 && (t[0] === 'all' || t[0] === 'all-linear') ? [...loraTargets(config)] : t;
 }
@@ -103,7 +110,7 @@ export async function finetuneModel(
   else {
     const { config } = await readModelConfig(o.model!);
     checkFits(ctx, config, o.batchSize!, o.seqLen, mp ? 2 : 4);
-    const loaded = await loadModel(ctx, o.model!, { dtype: mp ?? 'f32', requiresGrad: false, gradientCheckpointing: o.gradientCheckpointing, tokenizer: o.tokenizer });
+    const loaded = await loadModel(ctx, o.model!, { dtype: mp ?? 'f32', requiresGrad: false, gradientCheckpointing: o.gradientCheckpointing, tokenizer: o.tokenizer, quantize: quantSpecOf(o) });
     ({ model, tokenizer } = loaded);
     baseDir = loaded.dir;
   }
@@ -112,9 +119,11 @@ export async function finetuneModel(
   if (o.seqLen > config.maxPositionEmbeddings) throw new UsageError(`finetune: --seq-len ${o.seqLen} exceeds the model's max_position_embeddings ${config.maxPositionEmbeddings}`);
   if (o.gradientCheckpointing) model.gradientCheckpointing = true;
   const targets = resolveTargets(o.targets, model.config);
+  const quantized = [...quantizedLinears(model).values()];
   applyLora(model, { r: o.r, alpha: o.alpha, targetModules: targets, seed: o.seed });
   const trainable = model.trainableParameters().reduce((n, [, t]) => n + t.size, 0);
-  const total = model.parameters().reduce((n, t) => n + t.size, 0);
+  // a quantized weight's parameter holds its packed codes: count its [out, in] elements
+  const total = model.parameters().reduce((n, t) => n + t.size, 0) + quantized.reduce((n, q) => n + q.inFeatures * q.outFeatures - q.weight.size, 0);
   const corpus = given?.corpus ?? { name: o.data!.join(', '), paths: o.data!, include: o.include, exclude: o.exclude };
   const pack = await packFor(o.pack, corpus.paths);
   process.stderr.write(`finetune: data: ${corpus.name}${pack ? '' : ' (one window per document)'}\n`);
@@ -123,6 +132,11 @@ export async function finetuneModel(
   process.stderr.write(
     `finetune: LoRA r=${o.r} alpha=${o.alpha} on ${targets.join(', ')}: ${fmtCount(trainable)} trainable of ${fmtCount(total)} parameters` +
       `${mp ? `, frozen weights in ${mp}` : ''}${o.gradientCheckpointing ? ', gradient checkpointing' : ''}\n`,
+  );
+  if (quantized.length)
+    process.stderr.write(
+      `finetune: QLoRA: ${quantized.length} base projections quantized to ${describeSpec(quantized[0]!.spec)} ` +
+        `(${fmtBytes(quantized.reduce((n, q) => n + q.weightBytes, 0))} on the GPU)\n`,
   );
   // the base model of the demo's run is the directory it was saved to (so that --resume can load it)
   await saveRunOptions(out, 'finetune', { ...o, out, model: o.model ?? given?.baseName });
@@ -156,8 +170,19 @@ export async function finetuneModel(
     await saveAdapter(model, out, baseDir ?? given?.baseName);
     if (o.merge) {
       mergedDir = join(out, 'merged');
+      let mergeDtype = o.mergeDtype ?? 'f32';
+      if (quantized.length) {
+        // merging needs the dense weights: dequantize the base back to the dtype it was loaded from, then add
+        const source = quantized[0]!.sourceDtype as 'f32' | 'f16' | 'bf16';
+        mergeDtype = o.mergeDtype ?? source;
+        dequantizeLinears(model);
+        process.stderr.write(
+          `finetune: --merge: dequantized the ${quantized[0]!.spec.format} base back to ${source} (its stored dtype), added the LoRA update, ` +
+            `writing ${mergeDtype} weights (the quantization error of the base stays in them)\n`,
+        );
+      }
       mergeLora(model);
-      await saveModelDir(model, tokenizer, mergedDir, { dtype: o.mergeDtype, copyFrom: baseDir ?? undefined });
+      await saveModelDir(model, tokenizer, mergedDir, { dtype: mergeDtype, copyFrom: baseDir ?? undefined });
     }
     await markExported(out, run.fit.step);
   }
@@ -197,7 +222,7 @@ export async function finetuneCommand(argv: string[]): Promise<number> {
         `  adapter     ${r.out} (adapter_config.json, adapter_model.safetensors; ${fmtCount(r.trainable)} parameters)`,
         ...(r.mergedDir ? [`  merged      ${r.mergedDir} (config.json, model.safetensors, tokenizer.json)`] : []),
       ]);
-      lines.push(`  next        rusty generate --model ${o.model} --adapter ${o.out} --prompt "..."`);
+      lines.push(`  next        rusty generate --model ${o.model} --adapter ${o.out}${o.quantize ? ` --quantize ${o.quantize}` : ''} --prompt "..."`);
       process.stdout.write(lines.join('\n') + '\n');
       r.model.dispose();
       return EXIT_OK;

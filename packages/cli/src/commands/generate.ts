@@ -1,8 +1,9 @@
-import type { Context } from '@rusty/backend';
+import type { Context, QuantSpec } from '@rusty/backend';
 import type { CausalLM } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec } from '../args';
 import { EXIT_OK, UsageError } from '../errors';
+import { quantFlags, quantSpecOf } from '../quant-flags';
 import { checkAdapterFits, checkWeights, loadAdapter, loadModel, readModelConfig, requirePath } from '../model-io';
 import { fmtDuration } from '../progress';
 import { openContext } from './common';
@@ -22,6 +23,7 @@ const flags = {
   ids: flag.list('token ids to continue instead of --prompt; prints the new ids as JSON (no tokenizer needed)', { value: '<id,id,...>' }),
   tokenizer: flag.str("a tokenizer.json to use instead of the model directory's", { value: '<file>' }),
   dtype: withDefault(flag.choice(['f32', 'f16', 'bf16'], 'storage of the weights on the GPU (16 bits: half the memory)'), 'f32'),
+  ...quantFlags,
   ...samplingFlags,
   echo: withDefault(flag.bool('print the prompt before the generated text (--no-echo: only the new text)'), true),
 };
@@ -89,8 +91,8 @@ export async function streamText(
   return { text: final, tokens: out.length, seconds: (performance.now() - t0) / 1000, firstTokenSeconds: first };
 }
 
-async function load(ctx: Context, o: { model: string; adapter?: string; tokenizer?: string; dtype?: 'f32' | 'f16' | 'bf16' }) {
-  const r = await loadModel(ctx, o.model, { dtype: o.dtype ?? 'f32', requiresGrad: false, tokenizer: o.tokenizer });
+async function load(ctx: Context, o: { model: string; adapter?: string; tokenizer?: string; dtype?: 'f32' | 'f16' | 'bf16'; quantize?: QuantSpec }) {
+  const r = await loadModel(ctx, o.model, { dtype: o.dtype ?? 'f32', requiresGrad: false, tokenizer: o.tokenizer, quantize: o.quantize });
   return withAdapter(r, o.adapter);
 }
 
@@ -126,10 +128,11 @@ export async function generateCommand(argv: string[]): Promise<number> {
     return v;
   });
   await preflightModel(o, 'generate');
+  const quantize = quantSpecOf(o);
   const ctx = await openContext();
   try {
     if (ids) {
-      const r = await withAdapter(await loadModel(ctx, o.model!, { dtype: o.dtype, requiresGrad: false, tokenizer: o.tokenizer, optionalTokenizer: true }), o.adapter);
+      const r = await withAdapter(await loadModel(ctx, o.model!, { dtype: o.dtype, requiresGrad: false, tokenizer: o.tokenizer, optionalTokenizer: true, quantize }), o.adapter);
       r.model.eval();
       const out: number[] = [];
       for await (const id of r.model.generateStream(ids, { maxNewTokens: o.maxNewTokens, temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed })) out.push(id);
@@ -137,7 +140,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
       r.model.dispose();
       return EXIT_OK;
     }
-    const { model, tokenizer } = await load(ctx, { model: o.model!, adapter: o.adapter, tokenizer: o.tokenizer, dtype: o.dtype });
+    const { model, tokenizer } = await load(ctx, { model: o.model!, adapter: o.adapter, tokenizer: o.tokenizer, dtype: o.dtype, quantize });
     const prompt = unescapePrompt(o.prompt!);
     if (o.echo) process.stdout.write(prompt);
     const r = await streamText(model, tokenizer, prompt, o, (t) => process.stdout.write(t));
