@@ -78,7 +78,7 @@ async function main() {
     subgroupMatrixConfigs: configs,
     int8SubgroupMatrix: configs.filter((c) => /^[iu]8$/.test(String(c.componentType))),
   };
-  log(`adapter: ${info.description} (${info.vendor})`);
+  log(`adapter: ${info.description} (${info.vendor}); int8 subgroup matrices: ${JSON.stringify((out.adapter as { int8SubgroupMatrix: unknown }).int8SubgroupMatrix)}`);
 
   // copy bandwidth
   {
@@ -210,6 +210,8 @@ async function main() {
     }
     out.tiled = { M, N, K, rows };
   }
+  // the probe last: the JSON so far goes to the log first, in case the probe does not return
+  log(`results before the int8 probe: ${JSON.stringify(out)}`);
   out.int8TensorCores = await int8Probe(ctx, configs);
   process.stdout.write(JSON.stringify(out, null, 1) + '\n');
   ctx.destroy();
