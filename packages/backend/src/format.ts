@@ -21,34 +21,32 @@
  * 1. Add a descriptor to `FORMATS` below. Its key becomes a member of `DType` (the union is derived from this
  *    table), so tensors, uploads (`encode`), downloads (`decode`), `storageBytes` and the generated kernel
  *    readers (`read_<name>(i)` in `kernel.ts`) handle it at once.
- * 2. WGSL: `wgsl.load(arr, i, scales)` must be a self-contained expression (helpers it calls go in
+ * 2. WGSL: `wgsl.load(arr, i)` must be a self-contained expression (helpers it calls go in
  *    `wgsl.helpers`, emitted once per kernel that binds the format). Packed formats set `perWord` and give
  *    `unpack(w)` (all elements of one word as `vecNf`, N = perWord, or f32 when perWord is 1). A format that
  *    kernels may write sets `pack(xs)` (one word from perWord f32 expressions).
- * 3. Block formats (int8 / int4 / NF4 with one scale per block of `block.size` elements along the last dim) set
- *    `block`: the tensor then carries a companion scale tensor (`DeviceTensor.scales`, format `block.scale`,
- *    shape `[...rows, ceil(cols / block.size)]`), and a kernel that binds the data binding `<name>` also binds
- *    `<name>_scales` right after it (see `BindingSpec` in kernel.ts); `load` receives that array's name.
- *    Set `kind: 'block'`; float-only ops (`isFloatFormat`) refuse it until a kernel reads it on purpose.
- * 4. Host: `encode`/`decode` between numbers and the data bytes (block formats: `quantize`/`dequantize` with
- *    the scales); `round` where the format can represent any number approximately (tests use it to build
- *    references of rounded inputs).
+ * 3. Quantized block formats (int8 / int4 / NF4: codes plus a scale per block) are not entries here: a quantized
+ *    matrix is a `QuantTensor` (codes, scales, group size, padded rows) owned by `ops/quant/formats.ts`, whose
+ *    host round trip is lossy and whose elements no generic kernel reads. Its scales are table formats (f32,
+ *    f16), named in files through this table.
+ * 4. Host: `encode`/`decode` between numbers and the storage bytes, exact both ways for values of the format;
+ *    `round` where the format can represent any number approximately (tests use it to build references of
+ *    rounded inputs).
  * 5. Names: `safetensors` (the dtype string in a safetensors header, or null) and `torch` (`torch_dtype`).
  * 6. Tests: add the format to the round-trip cases of `format.test.ts`.
  */
 
-/** The float kinds kernels compute on, the integer kinds indices use, and quantized block formats. */
-export type FormatKind = 'float' | 'int' | 'block';
+/** The float kinds kernels compute on and the integer kinds indices use. */
+export type FormatKind = 'float' | 'int';
 
 /** The WGSL side of a format. Expressions take the names of WGSL values (arrays, indices, words). */
 export interface WgslFormat {
   /** Element type of the storage array a kernel declares for this format (`array<word>`). */
   readonly word: 'f32' | 'i32' | 'u32';
-  /** Type the loader returns: `f32` for float and block formats, else the integer type. */
+  /** Type the loader returns: `f32` for float formats, else the integer type. */
   readonly value: 'f32' | 'i32' | 'u32';
-  /** Expression: element `i` (a u32 expression) of storage array `arr` as `value`. Block formats also get the
-   *  companion scale array's name. */
-  load(arr: string, i: string, scales?: string): string;
+  /** Expression: element `i` (a u32 expression) of storage array `arr` as `value`. */
+  load(arr: string, i: string): string;
   /** Expression: the `perWord` elements of u32 word `w` as f32 (perWord 1) or vecNf (N = perWord). */
   unpack(w: string): string;
   /** Expression: one u32 word holding `xs` (perWord f32 expressions, first element in the lowest bits). Absent
@@ -63,16 +61,14 @@ export interface StorageFormat {
   readonly name: string;
   readonly kind: FormatKind;
   readonly description: string;
-  /** Bits of one element in the data buffer (scales of block formats not included). */
+  /** Bits of one element. */
   readonly bits: number;
-  /** Elements per u32 word (1 for 32-bit formats, 2 for 16-bit, 8 for 4-bit codes). */
+  /** Elements per u32 word (1 for 32-bit formats, 2 for 16-bit, 4 for 8-bit ones). */
   readonly perWord: number;
-  /** Block formats: elements per scale along the last dim and the format of the companion scale tensor. */
-  readonly block?: { readonly size: number; readonly scale: 'f32' | 'f16' | 'bf16' };
   readonly wgsl: WgslFormat;
-  /** Numbers -> the data buffer's bytes (whole words; block formats: the codes, see `quantize`). */
+  /** Numbers -> the storage bytes (whole words). */
   encode(data: ArrayLike<number>): Uint8Array;
-  /** `numel` elements of the data buffer's bytes -> numbers (exact). */
+  /** `numel` elements of the storage bytes -> numbers (exact). */
   decode(bytes: ArrayBuffer, numel: number): Float32Array | Int32Array | Uint32Array;
   /** The nearest value of the format (round to nearest even), for references; absent for integer formats. */
   round?(x: number): number;

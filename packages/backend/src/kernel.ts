@@ -35,10 +35,10 @@ export interface KernelDef {
 }
 
 /** The reader function that returns element i of a binding as f32 (or its integer type), from the format
- *  table's load expression (block formats read their scales from the binding `<name>_scales`). */
+ *  table's load expression. */
 function readerFor(name: string, dtype: DType): string {
   const w = formatOf(dtype).wgsl;
-  return `fn read_${name}(i: u32) -> ${w.value} { return ${w.load(name, 'i', `${name}_scales`)}; }`;
+  return `fn read_${name}(i: u32) -> ${w.value} { return ${w.load(name, 'i')}; }`;
 }
 
 /**

@@ -8,8 +8,6 @@ export interface DeviceTensor {
   readonly buffer: GpuBuffer;
   readonly dtype: DType;
   readonly shape: readonly number[];
-  /** Block formats (see format.ts): the companion scale tensor, one scale per block along the last dim. */
-  readonly scales?: DeviceTensor;
 }
 
 export function numel(shape: readonly number[]): number {

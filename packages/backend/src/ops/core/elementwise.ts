@@ -177,7 +177,6 @@ export const pow = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: Eleme
 function fillWord(value: number, dtype: DType): number {
   const f = formatOf(dtype);
   if (f.kind === 'int' && !Number.isInteger(value)) throw new ShapeError(`fill: ${value} is not an integer for dtype ${dtype}`);
-  if (f.kind === 'block') throw new ShapeError(`fill: ${dtype} tensors are made by quantizing, not filled`);
   return new Uint32Array(f.encode(new Array<number>(f.perWord).fill(value)).buffer, 0, 1)[0]!;
 }
 
