@@ -43,7 +43,7 @@ try {
     .filter((r) => r.kind === 'train' && r.step > 1);
   const tokens = records.reduce((n, r) => n + r.tokensPerSec * r.stepTime, 0);
   const seconds = records.reduce((n, r) => n + r.stepTime, 0);
-  const nodeAdapter = /software adapter \(([^)]*)\)/.exec(stderr)?.[1] ?? 'see rusty devices';
+  const nodeAdapter = /software adapter \((.*)\): slow/.exec(stderr)?.[1] ?? 'see rusty devices';
   console.log(
     JSON.stringify(
       {

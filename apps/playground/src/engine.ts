@@ -11,12 +11,15 @@ import { TINY_PRESET, warmupOf } from './options';
 
 export type Model = LlamaForCausalLM;
 
+const BROWSERS =
+  'WebGPU is in Chrome and Edge 113+ on Windows, macOS and ChromeOS, Chrome 121+ on Android, Safari 26+ and Firefox 141+ on Windows; on Linux start Chrome with --enable-unsafe-webgpu --enable-features=Vulkan';
+
 /** The WebGPU context, or a DeviceError that says which browsers have WebGPU. */
 export async function openGpu(): Promise<Context> {
-  if (typeof navigator === 'undefined' || !('gpu' in navigator) || !navigator.gpu)
-    throw new DeviceError(
-      'this browser has no WebGPU (navigator.gpu is missing): use Chrome or Edge 113+ on Windows, macOS or ChromeOS, Chrome 121+ on Android, Safari 26+, or Firefox 141+ on Windows; on Linux start Chrome with --enable-unsafe-webgpu --enable-features=Vulkan. The page must be served from https or localhost.',
-    );
+  const gpu = typeof navigator === 'undefined' ? undefined : navigator.gpu;
+  if (!gpu) throw new DeviceError(`this browser has no WebGPU (navigator.gpu is missing; the page must come from https or localhost). ${BROWSERS}.`);
+  if (!(await gpu.requestAdapter()))
+    throw new DeviceError(`this browser has WebGPU but offers no adapter (is hardware acceleration turned off, or the GPU blocklisted?). ${BROWSERS}.`);
   return createContext();
 }
 

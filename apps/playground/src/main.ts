@@ -2,14 +2,16 @@
 // keeps checkpoints in OPFS and shows every failure as a one-line typed message. `window.rustyPlayground`
 // exposes the state and the model's logits to the browser test.
 import { ConfigError, type Context } from '@rusty/backend';
-import { applyLora, llamaConfigToJSON, loraModules, mergeLora, parseLlamaConfig, unmergeLora, type LlamaConfig } from '@rusty/graph';
-import { loadPretrained, memoryTree, pickedFilesTree, saveLoraAdapter, serializeSafetensors, TokenizerError, type PickedFile, type Tokenizer } from '@rusty/loader';
+import { applyLora, loraModules, parseLlamaConfig, type LlamaConfig } from '@rusty/graph';
+import { loadPretrained, memoryTree, pickedFilesTree, saveLoraAdapter, TokenizerError, type PickedFile, type Tokenizer } from '@rusty/loader';
 import corpus from './corpus.txt?raw';
 import { drawLossCurve } from './chart';
 import { buildWindows, type Windows } from './data';
 import { builtinModel, checkFits, generateText, logitsOf, modelSize, openGpu, Optimisation, restoreTrainable, trainableState, type LoopOptions, type Model } from './engine';
 import { describeError } from './errors';
-import { ALL_TARGETS, FINETUNE_DEFAULTS, resolveTargets, TINY_PRESET, type FinetuneOptions } from './options';
+import { FINETUNE_DEFAULTS, resolveTargets, TINY_PRESET } from './options';
+import { offer, modelFiles } from './downloads';
+import { applyOptions, buildOptionsForm, readOptions } from './options-form';
 import { clearRun, loadCheckpoint, loadData, loadRun, saveRun, storageAvailable, type SavedRun } from './store';
 import './style.css';
 
@@ -80,93 +82,6 @@ function showError(e: unknown): void {
 
 const fmt = (n: number): string => (n >= 1e9 ? `${(n / 1e9).toFixed(2)}B` : n >= 1e6 ? `${(n / 1e6).toFixed(2)}M` : n >= 1e3 ? `${(n / 1e3).toFixed(1)}k` : String(n));
 const fmtTime = (s: number): string => (!Number.isFinite(s) ? '–' : s < 60 ? `${s.toFixed(0)}s` : `${Math.floor(s / 60)}m${String(Math.round(s % 60)).padStart(2, '0')}s`);
-
-// ---- option form (the names and defaults of `rusty finetune`) ----
-
-const FIELDS: [keyof FinetuneOptions, string, 'int' | 'num' | 'choice' | 'list' | 'bool', string[]?][] = [
-  ['r', 'LoRA rank (r)', 'int'],
-  ['alpha', 'alpha', 'num'],
-  ['targets', 'targets', 'list'],
-  ['seqLen', 'seq-len', 'int'],
-  ['steps', 'steps', 'int'],
-  ['batchSize', 'batch-size', 'int'],
-  ['gradientAccumulation', 'gradient-accumulation', 'int'],
-  ['lr', 'lr', 'num'],
-  ['lrSchedule', 'lr-schedule', 'choice', ['cosine', 'constant']],
-  ['warmup', 'warmup (default 5%)', 'int'],
-  ['weightDecay', 'weight-decay', 'num'],
-  ['gradClip', 'grad-clip', 'num'],
-  ['pack', 'pack', 'choice', ['auto', 'yes', 'no']],
-  ['seed', 'seed', 'int'],
-  ['gradientCheckpointing', 'gradient-checkpointing', 'bool'],
-];
-
-function buildOptionsForm(): void {
-  const box = $('options');
-  for (const [key, label, kind, choices] of FIELDS) {
-    const l = document.createElement('label');
-    l.textContent = label;
-    let input: HTMLInputElement | HTMLSelectElement;
-    const v = FINETUNE_DEFAULTS[key];
-    if (kind === 'choice') {
-      input = document.createElement('select');
-      for (const c of choices!) input.append(new Option(c, c, c === v, c === v));
-    } else {
-      input = document.createElement('input');
-      if (kind === 'bool') {
-        input.type = 'checkbox';
-        input.checked = !!v;
-      } else if (kind === 'list') {
-        input.type = 'text';
-        input.value = (v as string[]).join(',');
-        input.title = `comma-separated, or "all" (${ALL_TARGETS.join(',')})`;
-      } else {
-        input.type = 'number';
-        input.step = 'any';
-        input.value = v === undefined ? '' : String(v);
-      }
-    }
-    input.id = `opt-${key}`;
-    l.append(input);
-    box.append(l);
-  }
-}
-
-function readOptions(): FinetuneOptions {
-  const o = { ...FINETUNE_DEFAULTS } as Record<string, unknown>;
-  for (const [key, label, kind] of FIELDS) {
-    const el = $<HTMLInputElement>(`opt-${key}`);
-    if (kind === 'bool') o[key] = el.checked;
-    else if (kind === 'choice') o[key] = el.value;
-    else if (kind === 'list') {
-      const items = el.value.split(',').map((s) => s.trim()).filter(Boolean);
-      if (!items.length) throw new ConfigError(`--${label}: must not be empty`);
-      o[key] = items;
-    } else if (key === 'warmup' && el.value.trim() === '') o[key] = undefined;
-    else {
-      const n = Number(el.value);
-      const name = `--${label.split(' ')[0]}`;
-      if (!Number.isFinite(n)) throw new ConfigError(`${name}: must be a number`);
-      if (kind === 'int' && !Number.isInteger(n)) throw new ConfigError(`${name}: must be an integer`);
-      const min = ['r', 'steps', 'batchSize', 'gradientAccumulation'].includes(key) ? 1 : key === 'seqLen' ? 2 : 0;
-      if (n < min) throw new ConfigError(`${name}: must be >= ${min}`);
-      if ((key === 'lr' || key === 'alpha') && n <= 0) throw new ConfigError(`${name}: must be > 0`);
-      o[key] = n;
-    }
-  }
-  return o as unknown as FinetuneOptions;
-}
-
-function applyOptions(o: Partial<FinetuneOptions>): void {
-  for (const [key, , kind] of FIELDS) {
-    if (!(key in o)) continue;
-    const el = $<HTMLInputElement>(`opt-${key}`);
-    const v = o[key];
-    if (kind === 'bool') el.checked = !!v;
-    else if (kind === 'list') el.value = (v as string[]).join(',');
-    else el.value = v === undefined ? '' : String(v);
-  }
-}
 
 // ---- model card ----
 
@@ -294,9 +209,10 @@ async function trainLoop(r: Run): Promise<void> {
     }
     await checkpoint(r);
     const stopped = r.step < total;
-    setState(stopped ? 'stopped' : 'done', stopped ? `Stopped at step ${r.step} (checkpoint saved). Continue picks up from here.` : `Finished ${total} steps: loss ${r.losses[0]?.[1].toFixed(3)} → ${r.losses.at(-1)?.[1].toFixed(3)}.`);
+    const finished = `Finished ${total} steps: loss ${r.losses[0]?.[1].toFixed(3)} → ${r.losses.at(-1)?.[1].toFixed(3)}.`;
+    setState(stopped ? 'stopped' : 'done', stopped ? `Stopped at step ${r.step} (checkpoint saved). Continue picks up from here.` : finished);
     r.stop = false;
-    if (!stopped) await generate();
+    if (!stopped) await generate(`${finished} Samples below.`);
   } catch (e) {
     showError(e);
     setState('stopped', 'Training failed: see the message above.');
@@ -413,7 +329,7 @@ async function sampleInto(pane: 'before' | 'after', base: boolean): Promise<stri
   return el.textContent ?? '';
 }
 
-async function generate(): Promise<void> {
+async function generate(done = 'Generated.'): Promise<void> {
   if (!session) return;
   const prev = state;
   setState('generating', 'Generating…');
@@ -424,7 +340,7 @@ async function generate(): Promise<void> {
       await sampleInto('after', false);
     } else if (session.kind === 'pretrain' && run && run.step > 0) await sampleInto('after', false);
     else await sampleInto('before', false);
-    setState(prev === 'generating' ? 'loaded' : prev, 'Generated.');
+    setState(prev === 'generating' ? 'loaded' : prev, done);
   } catch (e) {
     showError(e);
     setState(prev === 'generating' ? 'loaded' : prev, 'Generation failed: see the message above.');
@@ -432,45 +348,6 @@ async function generate(): Promise<void> {
 }
 
 // ---- downloads ----
-
-function offer(files: Map<string, Uint8Array>, prefix: string): void {
-  const list = $('downloads');
-  list.replaceChildren();
-  for (const [name, bytes] of files) {
-    const a = document.createElement('a');
-    a.href = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>]));
-    a.download = name;
-    a.textContent = `${prefix}/${name} (${fmt(bytes.byteLength)}B)`;
-    a.dataset.file = name;
-    const li = document.createElement('li');
-    li.append(a);
-    list.append(li);
-  }
-  for (const a of list.querySelectorAll('a')) a.click();
-}
-
-async function modelFiles(merged: boolean): Promise<Map<string, Uint8Array>> {
-  const s = session!;
-  if (merged) mergeLora(s.model);
-  try {
-    const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
-    const state = await allParameters(s.model);
-    for (const [k, v] of state) if (!k.includes('lora_')) tensors.set(k, v);
-    const files = new Map<string, Uint8Array>();
-    files.set('config.json', new TextEncoder().encode(JSON.stringify(llamaConfigToJSON(s.config), null, 2) + '\n'));
-    files.set('model.safetensors', await serializeSafetensors(tensors, { format: 'pt' }));
-    if (s.tokenizer) files.set('tokenizer.json', new TextEncoder().encode(JSON.stringify(s.tokenizer.toJSON())));
-    return files;
-  } finally {
-    if (merged) unmergeLora(s.model);
-  }
-}
-
-async function allParameters(model: Model) {
-  const out = new Map<string, { shape: number[]; data: Float32Array }>();
-  for (const [name, t] of model.namedParameters()) out.set(name, { shape: [...t.shape], data: new Float32Array(await t.toArray()) });
-  return out;
-}
 
 async function exportFiles(kind: 'adapter' | 'merged' | 'model'): Promise<void> {
   if (!session) return;
@@ -480,8 +357,8 @@ async function exportFiles(kind: 'adapter' | 'merged' | 'model'): Promise<void> 
     if (kind === 'adapter') {
       const tree = memoryTree('rusty-lora');
       await saveLoraAdapter(session.model, tree, { baseModel: session.name });
-      offer(tree.files, 'rusty-lora');
-    } else offer(await modelFiles(kind === 'merged'), kind === 'merged' ? 'rusty-lora/merged' : 'rusty-model');
+      offer($('downloads'), tree.files, 'rusty-lora');
+    } else offer($('downloads'), await modelFiles(session, kind === 'merged'), kind === 'merged' ? 'rusty-lora/merged' : 'rusty-model');
     setState(prev, 'Files ready: your browser saves them to its download folder.');
   } catch (e) {
     showError(e);
@@ -496,7 +373,7 @@ function pickedFiles(input: HTMLInputElement): PickedFile[] {
 }
 
 async function main(): Promise<void> {
-  buildOptionsForm();
+  buildOptionsForm($('options'));
   drawLossCurve($('chart') as unknown as SVGSVGElement, [], 1);
   $('error-close').onclick = () => ($('error').hidden = true);
   $('tab-builtin').onclick = () => {

@@ -50,8 +50,10 @@ export interface Playground {
   page: Page;
   /** A temporary directory (removed by `close`). */
   tmp: string;
-  /** Where the page's downloads land. */
+  /** Where the page's downloads land (see `downloadTo`). */
   downloads: string;
+  /** Send the page's next downloads to `dir`. */
+  downloadTo(dir: string): Promise<void>;
   /** Evaluate `fn(window.rustyPlayground)` in the page. */
   pg<T>(fn: (p: PlaygroundHandle) => T | Promise<T>): Promise<T>;
   /** Wait until the page's state is one of `states`; returns it. */
@@ -89,7 +91,8 @@ export async function openPlayground(o: { viewport?: { width: number; height: nu
   const page = await browser.newPage();
   page.on('pageerror', (e) => console.error('page error:', e));
   const cdp = await page.createCDPSession();
-  await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
+  const downloadTo = async (dir: string) => void (await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: dir }));
+  await downloadTo(downloads);
   const pg = <T>(fn: (p: PlaygroundHandle) => T | Promise<T>): Promise<T> => page.evaluate(`(${fn.toString()})(window.rustyPlayground)`) as Promise<T>;
   const waitState = async (states: string[], timeout: number) => {
     await page.waitForFunction((s: string[]) => s.includes((window as unknown as { rustyPlayground: PlaygroundHandle }).rustyPlayground?.state), { timeout, polling: 250 }, states);
@@ -103,6 +106,7 @@ export async function openPlayground(o: { viewport?: { width: number; height: nu
     page,
     tmp,
     downloads,
+    downloadTo,
     pg,
     waitState,
     async close() {

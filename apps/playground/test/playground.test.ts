@@ -1,8 +1,9 @@
 // The playground in a real headless Chromium (Debian's `chromium`, WebGPU on SwiftShader): the app is built with
 // Vite, served on 127.0.0.1 and driven with puppeteer-core. The built-in start trains and its loss falls; a
 // fixture model picked through the file input gives HF's logits; a LoRA fine-tune in the page produces an adapter
-// that `rusty generate --adapter` (the built CLI, in Node) loads and decodes to the page's greedy tokens; a run
-// stopped, reloaded and resumed continues from its OPFS checkpoint. Screenshots go to artifacts/ (git-ignored).
+// that `rusty generate --adapter` (the built CLI, in Node) loads and decodes to the page's greedy tokens, and so
+// does the merged model it downloads; a run stopped, reloaded and resumed continues from its OPFS checkpoint.
+// Screenshots go to artifacts/ (git-ignored).
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { copyFile, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
@@ -142,5 +143,19 @@ describe('the playground in headless Chromium', () => {
     expect(JSON.parse(stdout.trim())).toEqual(gen.after);
     // the adapter changed the model: the base model's greedy tokens differ
     expect(gen.after).not.toEqual(gen.before);
+    // the merged model (LoRA folded into the weights) is an HF directory that generates the same tokens alone
+    const merged = join(tmp, 'merged');
+    await mkdir(merged);
+    await pgd.downloadTo(merged);
+    await page.click('#export-merged');
+    const files = ['config.json', 'model.safetensors', 'tokenizer.json'];
+    for (let i = 0; i < 100 && (await readdir(merged)).filter((f) => files.includes(f)).length < 3; i++) await new Promise((r) => setTimeout(r, 100));
+    expect((await readdir(merged)).sort()).toEqual(files);
+    const alone = await promisify(execFile)(
+      process.execPath,
+      [CLI, 'generate', '--model', merged, '--ids', gen.prompt.join(','), '--temperature', '0', '--max-new-tokens', '12'],
+      { cwd: REPO, timeout: 120_000 },
+    );
+    expect(JSON.parse(alone.stdout.trim())).toEqual(gen.after);
   }, 300_000);
 });
