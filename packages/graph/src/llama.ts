@@ -26,6 +26,19 @@ export function requireAct(act: string, want: string, arch: string, source: stri
   if (act !== want) throw new ConfigError(`${source}: field 'hidden_act' is '${act}'; ${arch} models use '${want}'`);
 }
 
+/** The fields of a plain Llama-style model that its variants (Mistral, Qwen) keep unless they say otherwise. */
+export const LLAMA_STYLE = {
+  localRope: null,
+  mlpBias: false,
+  hiddenAct: 'silu',
+  qkNorm: false,
+  normWeightOffset: 0,
+  embedScale: 1,
+  attnScale: null,
+  attnSoftcap: null,
+  finalSoftcap: null,
+} as const satisfies Partial<ModelConfig>;
+
 const schema = baseSchema({ rmsNormEps: 1e-6, maxPositionEmbeddings: 2048, tieWordEmbeddings: false }).extend({
   rope_parameters: ropeSchema.nullish(),
   attention_bias: z.boolean().default(false),
@@ -45,21 +58,14 @@ export const llama: Architecture = {
     const [rp, field] = pickRope(c);
     return {
       ...baseFields(c, source),
+      ...LLAMA_STYLE,
       modelType: 'llama',
       rope: parseRope(rp, c.rope_theta ?? 10000, field, source),
-      localRope: null,
       qkvBias: c.attention_bias,
       oBias: c.attention_bias,
       mlpBias: c.mlp_bias,
-      hiddenAct: 'silu',
-      qkNorm: false,
-      normWeightOffset: 0,
-      embedScale: 1,
-      attnScale: null,
       slidingWindow: null,
       layerTypes: allFull(c.num_hidden_layers),
-      attnSoftcap: null,
-      finalSoftcap: null,
     };
   },
   toJSON: (c) => ({

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { LINEAR_TARGETS, type Architecture } from './architecture';
 import { baseFields, baseSchema, baseToJSON, parseRope, refuseCommon, ropeSchema, ropeToJSON, validate, type ModelConfig } from './config';
 import { PreNormDecoderLayer } from './decoder-layer';
-import { pickRope, requireAct } from './llama';
+import { LLAMA_STYLE, pickRope, requireAct } from './llama';
 
 const schema = baseSchema({ rmsNormEps: 1e-6, maxPositionEmbeddings: 4096 * 32, tieWordEmbeddings: false }).extend({
   rope_parameters: ropeSchema.nullish(),
@@ -27,21 +27,13 @@ export const mistral: Architecture = {
     const n = c.num_hidden_layers;
     return {
       ...baseFields(c, source),
+      ...LLAMA_STYLE,
       modelType: 'mistral',
       rope: parseRope(rp, c.rope_theta ?? 10000, field, source),
-      localRope: null,
       qkvBias: false,
       oBias: false,
-      mlpBias: false,
-      hiddenAct: 'silu',
-      qkNorm: false,
-      normWeightOffset: 0,
-      embedScale: 1,
-      attnScale: null,
       slidingWindow: c.sliding_window,
       layerTypes: Array.from({ length: n }, () => (c.sliding_window === null ? 'full_attention' : 'sliding_attention')),
-      attnSoftcap: null,
-      finalSoftcap: null,
     };
   },
   toJSON: (c) => ({

@@ -14,7 +14,7 @@ import {
   type ModelConfig,
 } from './config';
 import { PreNormDecoderLayer } from './decoder-layer';
-import { pickRope, requireAct } from './llama';
+import { LLAMA_STYLE, pickRope, requireAct } from './llama';
 
 /** Fields Qwen2 and Qwen3 share: the optional sliding window of the layers from `max_window_layers` on. */
 export const qwenSchema = baseSchema({ rmsNormEps: 1e-6, maxPositionEmbeddings: 32768, tieWordEmbeddings: false }).extend({
@@ -56,19 +56,11 @@ export const qwen2: Architecture = {
     return {
       ...baseFields(c, source),
       ...qwenWindow(c, source),
+      ...LLAMA_STYLE,
       modelType: 'qwen2',
       rope: parseRope(rp, c.rope_theta ?? 10000, field, source),
-      localRope: null,
       qkvBias: true,
       oBias: false,
-      mlpBias: false,
-      hiddenAct: 'silu',
-      qkNorm: false,
-      normWeightOffset: 0,
-      embedScale: 1,
-      attnScale: null,
-      attnSoftcap: null,
-      finalSoftcap: null,
     };
   },
   toJSON: (c) => ({

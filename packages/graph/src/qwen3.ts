@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { LINEAR_TARGETS, type Architecture } from './architecture';
 import { baseFields, baseToJSON, parseRope, refuseCommon, ropeToJSON, validate, type ModelConfig } from './config';
 import { PreNormDecoderLayer } from './decoder-layer';
-import { pickRope, requireAct } from './llama';
+import { LLAMA_STYLE, pickRope, requireAct } from './llama';
 import { qwenSchema, qwenWindow, qwenWindowToJSON } from './qwen2';
 
 const schema = qwenSchema.extend({ attention_bias: z.boolean().default(false) });
@@ -23,19 +23,12 @@ export const qwen3: Architecture = {
     return {
       ...baseFields(c, source, 128),
       ...qwenWindow(c, source),
+      ...LLAMA_STYLE,
       modelType: 'qwen3',
       rope: parseRope(rp, c.rope_theta ?? 10000, field, source),
-      localRope: null,
       qkvBias: c.attention_bias,
       oBias: c.attention_bias,
-      mlpBias: false,
-      hiddenAct: 'silu',
       qkNorm: true,
-      normWeightOffset: 0,
-      embedScale: 1,
-      attnScale: null,
-      attnSoftcap: null,
-      finalSoftcap: null,
     };
   },
   toJSON: (c) => ({
