@@ -1,7 +1,7 @@
 // Build the playground, serve it on 127.0.0.1 and open it in headless Chromium (Debian's `chromium`; WebGPU on
 // SwiftShader where there is no GPU), for the browser test and the benchmark.
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { extname, join, resolve } from 'node:path';
@@ -120,4 +120,15 @@ export async function openPlayground(o: { viewport?: { width: number; height: nu
 /** Set an input's value. */
 export async function setValue(page: Page, selector: string, value: string): Promise<void> {
   await page.$eval(selector, (el, v) => ((el as HTMLInputElement).value = v as string), value);
+}
+
+/** The file names in `dir` once `names` are all there and no download is in progress (`.crdownload`), or after
+ *  `timeout` ms. */
+export async function waitDownloads(dir: string, names: string[], timeout = 30_000): Promise<string[]> {
+  const t0 = Date.now();
+  for (;;) {
+    const got = (await readdir(dir)).sort();
+    if ((names.every((n) => got.includes(n)) && !got.some((f) => f.endsWith('.crdownload'))) || Date.now() - t0 > timeout) return got;
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }

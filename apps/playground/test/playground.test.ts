@@ -6,13 +6,13 @@
 // Screenshots go to artifacts/ (git-ignored).
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ByteTokenizer, readSafetensors } from '@rusty/loader';
 import type { ElementHandle, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { APP, CLI, FIXTURES, openPlayground, REPO, setValue as setIn, type Playground, type PlaygroundHandle } from './harness';
+import { APP, CLI, FIXTURES, openPlayground, REPO, setValue as setIn, waitDownloads, type Playground, type PlaygroundHandle } from './harness';
 
 const FIXTURE = join(FIXTURES, 'llama-tiny');
 const ARTIFACTS = join(APP, 'artifacts');
@@ -133,8 +133,7 @@ describe('the playground in headless Chromium', () => {
     await page.click('#export-adapter');
     await page.waitForFunction(() => document.querySelectorAll('#downloads a').length === 2, { timeout: 30_000 });
     const want = ['adapter_config.json', 'adapter_model.safetensors'];
-    for (let i = 0; i < 100 && (await readdir(downloads)).filter((f) => want.includes(f)).length < 2; i++) await new Promise((r) => setTimeout(r, 100));
-    expect((await readdir(downloads)).sort()).toEqual(want);
+    expect(await waitDownloads(downloads, want)).toEqual(want);
     const { stdout } = await promisify(execFile)(
       process.execPath,
       [CLI, 'generate', '--model', model, '--adapter', downloads, '--ids', gen.prompt.join(','), '--temperature', '0', '--max-new-tokens', '12'],
@@ -149,8 +148,7 @@ describe('the playground in headless Chromium', () => {
     await pgd.downloadTo(merged);
     await page.click('#export-merged');
     const files = ['config.json', 'model.safetensors', 'tokenizer.json'];
-    for (let i = 0; i < 100 && (await readdir(merged)).filter((f) => files.includes(f)).length < 3; i++) await new Promise((r) => setTimeout(r, 100));
-    expect((await readdir(merged)).sort()).toEqual(files);
+    expect(await waitDownloads(merged, files)).toEqual(files);
     const alone = await promisify(execFile)(
       process.execPath,
       [CLI, 'generate', '--model', merged, '--ids', gen.prompt.join(','), '--temperature', '0', '--max-new-tokens', '12'],
