@@ -2,7 +2,8 @@
 // Vite, served on 127.0.0.1 and driven with puppeteer-core. The built-in start trains and its loss falls; a
 // fixture model picked through the file input gives HF's logits; a LoRA fine-tune in the page produces an adapter
 // that `rusty generate --adapter` (the built CLI, in Node) loads and decodes to the page's greedy tokens, and so
-// does the merged model it downloads; a run stopped, reloaded and resumed continues from its OPFS checkpoint.
+// does the merged model it downloads; runs stopped or finished come back after a reload from their OPFS
+// checkpoints.
 // Screenshots go to artifacts/ (git-ignored).
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -155,5 +156,19 @@ describe('the playground in headless Chromium', () => {
       { cwd: REPO, timeout: 120_000 },
     );
     expect(JSON.parse(alone.stdout.trim())).toEqual(gen.after);
+    // a reload, the same model picked again: the run comes back from OPFS with its adapter (same greedy tokens)
+    await page.reload();
+    await waitState(['idle'], 60_000);
+    await page.click('#tab-own');
+    await ((await page.$('#pick-files')) as ElementHandle<HTMLInputElement>).uploadFile(join(model, 'config.json'), join(model, 'model.safetensors'), join(model, 'tokenizer.json'));
+    expect(await waitState(['loaded', 'idle'], 60_000)).toBe('loaded');
+    expect(await page.$eval('#resume-text', (e) => e.textContent)).toContain('LoRA fine-tune of picked files was saved at step 12 of 12');
+    await setValue('#prompt', 'Q: the ');
+    await setValue('#temperature', '0');
+    await setValue('#max-new', '12');
+    await page.click('#resume-go');
+    expect(await waitState(['done'], 120_000)).toBe('done');
+    await page.waitForFunction(() => ((window as unknown as { rustyPlayground: PlaygroundHandle }).rustyPlayground.lastGenerated?.after.length ?? 0) > 0, { timeout: 60_000 });
+    expect((await pg((p) => p.lastGenerated))!.after).toEqual(gen.after);
   }, 300_000);
 });
