@@ -99,7 +99,7 @@ describe('the playground in headless Chromium', () => {
     expect(err / max).toBeLessThan(1e-4);
   });
 
-  it('a bad file is reported with the typed error of the CLI, and the page keeps working', async () => {
+  it('a bad file and a model too large for the adapter are reported with the typed errors of the CLI', async () => {
     const bad = join(tmp, 'bad');
     await mkdir(bad);
     await copyFile(join(FIXTURE, 'config.json'), join(bad, 'config.json'));
@@ -108,6 +108,16 @@ describe('the playground in headless Chromium', () => {
     await waitState(['idle'], 60_000);
     expect(await pg((p) => p.error())).toMatch(/SafetensorsError: .*model\.safetensors/);
     await shot('4-bad-file');
+    await page.click('#error-close');
+    // a config whose embedding (2 TiB) cannot fit one buffer of any adapter is refused before any weight is read
+    const huge = join(tmp, 'huge');
+    await mkdir(huge);
+    const config = JSON.parse(await readFile(join(FIXTURE, 'config.json'), 'utf8'));
+    await writeFile(join(huge, 'config.json'), JSON.stringify({ ...config, vocab_size: 1048576, hidden_size: 524288, head_dim: 128, num_attention_heads: 4096, num_key_value_heads: 8 }));
+    await copyFile(join(FIXTURE, 'model.safetensors'), join(huge, 'model.safetensors'));
+    await ((await page.$('#pick-files')) as ElementHandle<HTMLInputElement>).uploadFile(join(huge, 'config.json'), join(huge, 'model.safetensors'));
+    await waitState(['idle'], 60_000);
+    expect(await pg((p) => p.error())).toMatch(/OutOfMemoryError: picked files: the embedding needs a 2\.00 TiB buffer, more than this adapter's maxBufferSize/);
     await page.click('#error-close');
   });
 
