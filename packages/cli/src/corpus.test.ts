@@ -17,7 +17,7 @@ describe('embedded corpora', () => {
     expect(lines).toHaveLength(DEMO_FACTS.length * 3);
     for (const l of lines) {
       expect(l.prompt).toMatch(/^Q: .*\nA:$/);
-      expect(l.response).toMatch(/^ it .*\.$/);
+      expect(l.response).toMatch(/^ it .*\.\n$/);
       expect(new TextEncoder().encode(l.prompt + l.response).length + 2).toBeLessThanOrEqual(64); // + BOS, EOS
     }
     expect(lines.map((l) => l.prompt)).toContain(demoPrompt(DEMO_FACTS[0]![0]));

@@ -6,15 +6,17 @@
 import { rng } from './corpus';
 
 /** What each part of the framework does, as the doc comments of the demo corpus state it. */
+// (the first four, which the fine-tuning asks about, end in different letters: a byte-level model tells them
+// apart by the last characters before the question mark)
 export const DEMO_PARTS: readonly (readonly [string, string])[] = [
   ['gpu', 'runs the kernels'],
-  ['optimizer', 'updates the weights'],
+  ['model', 'predicts the next token'],
   ['tokenizer', 'turns text into ids'],
   ['cache', 'keeps keys and values'],
+  ['optimizer', 'updates the weights'],
   ['loader', 'reads the files'],
   ['scheduler', 'sets the rate'],
-  ['trainer', 'runs the loop'],
-  ['sampler', 'picks the next token'],
+  ['sampler', 'picks a token'],
 ];
 
 /** Bytes of the demo corpus and the seed it is generated with. */
@@ -22,7 +24,7 @@ export const DEMO_CORPUS_BYTES = 200_000;
 export const DEMO_CORPUS_SEED = 20261124;
 
 /** SHA-256 (hex) of `demoCorpus()`: the pinned text. */
-export const DEMO_CORPUS_SHA256 = '96f2b7e535da426d46804ad6cc37dff9d5121f6bb7f7d03da7dc7d6e900fa775';
+export const DEMO_CORPUS_SHA256 = 'f975f946aabc55a807c72a007035aeab07d7f04025332f3a54d8c4d242d2d0c5';
 
 const TYPES = ['number', 'string', 'boolean', 'Tensor', 'number[]', 'Float32Array'];
 const FIELDS = ['size', 'step', 'count', 'scale', 'index', 'value', 'rank', 'limit'];
@@ -37,7 +39,8 @@ function declaration(r: () => number, part: string, fact: string): string {
   const field = pick(FIELDS);
   const type = pick(TYPES);
   const verb = pick(VERBS);
-  const doc = pick([`/** The ${part}: it ${fact}. */`, `// the ${part}: it ${fact}.`, `/** Each ${part}: it ${fact}. */`]);
+  // the fact always ends its line
+  const doc = pick([`/**\n * The ${part}: it ${fact}.\n */`, `// the ${part}: it ${fact}.`, `/**\n * Each ${part}: it ${fact}.\n */`]);
   switch (Math.floor(r() * 4)) {
     case 0:
       return `${doc}\nexport class ${Part} {\n  private ${field} = 0;\n\n  ${verb}${cap(field)}(): number {\n    return this.${field};\n  }\n}\n`;
@@ -80,15 +83,20 @@ export function demoPrompt(subject: string): string {
   return QUESTIONS[0]!.replace('{s}', subject);
 }
 
+/** The answer the fine-tuning teaches for a fact: one line (as the corpus ends each fact's line). */
+export function demoAnswer(fact: string): string {
+  return ` it ${fact}.`;
+}
+
 /**
  * The demo's second corpus: question/answer pairs in a fixed format (JSONL with `prompt` and `response`: the
- * prompt is masked out of the loss, so the model learns to answer). A tiny model fine-tuned on it visibly
- * switches from code to this format.
+ * prompt is masked out of the loss, so the model learns to answer). Each response is the answer's line, newline
+ * included. A tiny model fine-tuned on it visibly switches from code to this format.
  */
 export function demoFinetuneJsonl(copies = 1): string {
   const lines: string[] = [];
   for (let c = 0; c < copies; c++)
-    for (const q of QUESTIONS) for (const [s, a] of DEMO_FACTS) lines.push(JSON.stringify({ prompt: q.replace('{s}', s), response: ` it ${a}.` }));
+    for (const q of QUESTIONS) for (const [s, a] of DEMO_FACTS) lines.push(JSON.stringify({ prompt: q.replace('{s}', s), response: `${demoAnswer(a)}\n` }));
   const r = rng(7);
   for (let i = lines.length - 1; i > 0; i--) {
     const j = Math.floor(r() * (i + 1));

@@ -4,7 +4,7 @@ import type { CausalLM } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec } from '../args';
 import type { CorpusSource } from '../corpus';
-import { DEMO_CORPUS_SHA256, DEMO_FACTS, demoCorpus, demoFinetuneJsonl, demoPrompt } from '../demo-corpus';
+import { DEMO_CORPUS_SHA256, DEMO_FACTS, demoAnswer, demoCorpus, demoFinetuneJsonl, demoPrompt } from '../demo-corpus';
 import { EXIT_OK, exitCodeOfSignal, UsageError } from '../errors';
 import { checkOutTarget, RUN_LOCK_FILE } from '../out-dir';
 import { PRESETS } from '../presets';
@@ -17,14 +17,20 @@ import { openContext } from './common';
 import { acquireRunLock, checkRunLock } from '@rusty/trainer';
 import { trainModel, trainSpec } from './train';
 
-/** LoRA fine-tuning steps by size. */
-const FINETUNE_STEPS = { tiny: 400, small: 300 } as const;
+/**
+ * The demo's run lengths by size (the model sizes are PRESETS'): tiny fits a few minutes of a CPU software
+ * adapter (lavapipe learns about 2k tokens/s on two cores); small, on a GPU, trains longer (seconds there).
+ */
+const DEMO_RUNS = {
+  tiny: { steps: 450, lr: 2e-2, finetuneSteps: 300, finetuneLr: 5e-3 },
+  small: { steps: 2000, lr: PRESETS.small.lr, finetuneSteps: 300, finetuneLr: 5e-3 },
+} as const;
 
 const flags = {
   out: withDefault(flag.str('directory for everything the demo writes (base model, adapter, merged model, data, metrics, curves)', { short: 'o', value: '<dir>' }), 'rusty-demo'),
   size: flag.choice(['tiny', 'small'], 'model and run size (default: tiny on a CPU software adapter, small on a GPU)'),
-  steps: flag.int(`pretraining steps (default ${PRESETS.tiny.steps} tiny, ${PRESETS.small.steps} small)`, { min: 1 }),
-  'finetune-steps': flag.int(`LoRA fine-tuning steps (default ${FINETUNE_STEPS.tiny} tiny, ${FINETUNE_STEPS.small} small)`, { min: 1 }),
+  steps: flag.int(`pretraining steps (default ${DEMO_RUNS.tiny.steps} tiny, ${DEMO_RUNS.small.steps} small)`, { min: 1 }),
+  'finetune-steps': flag.int(`LoRA fine-tuning steps (default ${DEMO_RUNS.tiny.finetuneSteps} tiny, ${DEMO_RUNS.small.finetuneSteps} small)`, { min: 1 }),
   'max-new-tokens': withDefault(flag.int('tokens per sample', { short: 'n', min: 1 }), 40),
   seed: withDefault(flag.int('seed of everything', { min: 0 }), 0),
   'log-every': flag.int('without a terminal: a progress line every N steps', { min: 1 }),
@@ -79,13 +85,16 @@ async function demoCorpusSource(dir: string): Promise<CorpusSource> {
   return { name: `the demo corpus (generated TypeScript-like code, sha256 ${DEMO_CORPUS_SHA256.slice(0, 12)}, ${file})`, paths: [file] };
 }
 
-/** Greedy continuations of the question prompts; a sampled one (temperature 0.7) of the code prompt. */
+/**
+ * Greedy continuations of the question prompts, read as answers up to the end of the sequence or of the line;
+ * a sampled one (temperature 0.7) of the code prompt.
+ */
 async function samples(model: CausalLM, tok: Tokenizer, prompts: string[], maxNewTokens: number, seed: number): Promise<string[]> {
   const outs: string[] = [];
   for (const p of prompts) {
     const greedy = p.startsWith('Q:');
     const r = await streamText(model, tok, p, { maxNewTokens, temperature: greedy ? 0 : 0.7, topK: 20, topP: 1, seed }, () => undefined);
-    outs.push(r.text);
+    outs.push(greedy ? r.text.split('\n')[0]! : r.text);
   }
   return outs;
 }
@@ -104,8 +113,9 @@ export async function demoCommand(argv: string[]): Promise<number> {
   try {
     const size = o.size ?? (ctx.info.isSoftware ? 'tiny' : 'small');
     const p = PRESETS[size];
-    const steps = o.steps ?? p.steps;
-    const ftSteps = o.finetuneSteps ?? FINETUNE_STEPS[size];
+    const run = DEMO_RUNS[size];
+    const steps = o.steps ?? run.steps;
+    const ftSteps = o.finetuneSteps ?? run.finetuneSteps;
     const log = (s: string) => process.stdout.write(s + '\n');
     const rel = (f: string) => relative(process.cwd(), f) || '.';
     const common = [...(o.logEvery ? ['--log-every', String(o.logEvery)] : []), '--seed', String(o.seed)];
@@ -124,7 +134,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
       '--intermediate-size', String(p.intermediateSize),
       '--seq-len', String(p.seqLen),
       '--batch-size', String(p.batchSize),
-      '--lr', String(p.lr),
+      '--lr', String(run.lr),
       '--val-split', '0.02',
       '--eval-batches', '4',
       ...common,
@@ -142,7 +152,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
     );
 
     const prompts = [...DEMO_FACTS.map(([s]) => demoPrompt(s)), 'export function '];
-    const targets = [...DEMO_FACTS.map(([, a]) => ` it ${a}.`), null];
+    const targets = [...DEMO_FACTS.map(([, a]) => demoAnswer(a)), null];
     log('');
     log('2. Samples from the base model (greedy for the questions, sampled for the code)');
     const before = await samples(base.model, base.tokenizer, prompts, o.maxNewTokens, o.seed);
@@ -162,7 +172,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
       '--r', '16',
       '--alpha', '32',
       '--targets', 'all',
-      '--lr', size === 'tiny' ? '1e-2' : '5e-3',
+      '--lr', String(run.finetuneLr),
       '--batch-size', String(p.batchSize),
       '--seq-len', String(p.seqLen),
       '--val-split', '0',
