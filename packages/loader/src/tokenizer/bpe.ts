@@ -4,6 +4,8 @@ import type { ScannedBpe } from './bpe-json-scan';
 import { parseComponent } from './component';
 import { MAX_TOKEN_ID, TokenTable } from './token-table';
 
+const UTF8 = new TextEncoder();
+
 /** The BPE model's options; `vocab` and `merges` (hundreds of thousands of entries) are checked by hand, in one
  *  pass that also builds the tables (a schema validator costs more than the rest of loading). */
 const bpeOptionsSchema = z.object({
@@ -282,7 +284,7 @@ export class BpeModel {
         continue;
       }
       if (this.byteFallback) {
-        const bytes = Buffer.from(s, 'utf8');
+        const bytes = UTF8.encode(s); // not Buffer: browsers load this too
         const ids: number[] = [];
         for (const b of bytes) {
           const bid = this.byteIds[b];
