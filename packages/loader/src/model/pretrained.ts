@@ -1,4 +1,4 @@
-import { ConfigError, ShapeError, type Context, type DType } from '@rusty/backend';
+import { ConfigError, formatFromSafetensors, isFloat, ShapeError, type Context, type DType, type FloatDType } from '@rusty/backend';
 import { CausalLM, parseModelConfig, type ModelConfig } from '@rusty/graph';
 import type { FileTree } from '../io/source';
 import { openCheckpoint } from '../safetensors/checkpoint';
@@ -15,7 +15,7 @@ export interface LoadPretrainedOptions {
    * Precision of the rotary inverse frequencies. `f32` (default) is what `from_pretrained` computes whatever
    * the checkpoint's dtype; `f16`/`bf16` round them the way `model.to(float16)` on a built model does.
    */
-  ropeDtype?: 'f32' | 'f16' | 'bf16';
+  ropeDtype?: FloatDType;
 }
 
 export interface Pretrained {
@@ -86,8 +86,8 @@ export async function loadPretrained(ctx: Context, path: string | FileTree, opts
         throw new ShapeError(
           `${ckpt.path}: tensor '${name}' has shape [${info.shape.join(', ')}], config.json implies [${p.shape.join(', ')}]`,
         );
-      const want: DType =
-        opts.dtype === 'auto' ? (info.dtype === 'F16' ? 'f16' : info.dtype === 'BF16' ? 'bf16' : 'f32') : dtype;
+      const stored = formatFromSafetensors(info.dtype);
+      const want: DType = opts.dtype === 'auto' ? (stored && isFloat(stored) ? stored : 'f32') : dtype;
       p.assign(await ckpt.upload(ctx, name, { dtype: want }));
       p.requiresGrad = opts.requiresGrad ?? p.dtype === 'f32';
     }

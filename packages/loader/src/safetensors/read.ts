@@ -1,4 +1,4 @@
-import { cast, ConfigError, DTYPES, empty, isDType, numel, release, storageBytes, type Context, type DeviceTensor, type DType } from '@rusty/backend';
+import { cast, ConfigError, DTYPES, empty, floatNames, formatFromSafetensors, formatOf, isDType, isHalf, numel, release, storageBytes, type Context, type DeviceTensor, type DType } from '@rusty/backend';
 import { SafetensorsError } from '../errors';
 import { arrayOf, dtypeSize, type SafetensorsArray, type SafetensorsDType } from './dtypes';
 import { chunkElements, decodeToF32, encodeHalf, encodeInt32 } from './convert';
@@ -55,21 +55,18 @@ export interface OpenTensor {
   info: TensorInfo;
 }
 
-/** The default GPU dtype for a file dtype. */
+/** The default GPU dtype for a file dtype: the format stored as is where the format table has it (F32, F16,
+ *  BF16, I32, U32), else the widest of its kind. */
 export function defaultGpuDType(d: SafetensorsDType): DType {
+  const stored = formatFromSafetensors(d);
+  if (stored) return stored;
   switch (d) {
-    case 'F32':
     case 'F64':
     case 'F8_E4M3':
     case 'F8_E5M2':
     case 'F8_E8M0':
       return 'f32';
-    case 'F16':
-      return 'f16';
-    case 'BF16':
-      return 'bf16';
     case 'I64':
-    case 'I32':
     case 'I16':
     case 'I8':
       return 'i32';
@@ -78,7 +75,6 @@ export function defaultGpuDType(d: SafetensorsDType): DType {
   }
 }
 
-const RAW: Partial<Record<SafetensorsDType, DType>> = { F32: 'f32', F16: 'f16', BF16: 'bf16', I32: 'i32', U32: 'u32' };
 
 /** The shared implementation of `read`, `readF32` and `upload` given a way to find a tensor's bytes. */
 export abstract class TensorReaderBase implements SafetensorsReader {
@@ -132,12 +128,13 @@ export abstract class TensorReaderBase implements SafetensorsReader {
     if (!isDType(target)) throw new ConfigError(`upload of '${name}': unknown dtype '${String(target)}' (expected one of ${DTYPES.join(', ')})`);
     const where = `${info.file}: tensor '${name}'`;
     if ((target === 'i32' || target === 'u32') && info.dtype.startsWith('F'))
-      throw new SafetensorsError(`${where}: cannot upload a ${info.dtype} tensor as ${target} (choose f32, f16 or bf16)`);
+      throw new SafetensorsError(`${where}: cannot upload a ${info.dtype} tensor as ${target} (choose ${floatNames()})`);
     const chunkBytes = Math.max(8, Math.floor((opts.chunkBytes ?? CHUNK_BYTES) / 8) * 8);
     const n = numel(info.shape);
-    if ((info.dtype === 'F16' || info.dtype === 'BF16') && target === 'f32' && storageBytes('f32', n) <= ctx.maxBinding && !opts.cpuConvert) {
+    const stored = formatFromSafetensors(info.dtype);
+    if (stored && isHalf(stored) && target === 'f32' && storageBytes('f32', n) <= ctx.maxBinding && !opts.cpuConvert) {
       // widen on the GPU (exact, and half the bytes cross the bus): upload packed, then cast
-      const half = await this.upload(ctx, name, { dtype: info.dtype === 'F16' ? 'f16' : 'bf16', chunkBytes });
+      const half = await this.upload(ctx, name, { dtype: stored, chunkBytes });
       try {
         return cast(ctx, half, 'f32');
       } finally {
@@ -147,10 +144,10 @@ export abstract class TensorReaderBase implements SafetensorsReader {
     const t = empty(ctx, info.shape, target);
     try {
       const size = dtypeSize(info.dtype);
-      if (RAW[info.dtype] === target) {
+      if (stored === target) {
         await streamRange(fh, info.file, info.byteOffset, info.byteLength, chunkBytes, (bytes, off) => ctx.write(t.buffer, bytes, off));
       } else {
-        const outSize = target === 'f16' || target === 'bf16' ? 2 : 4;
+        const outSize = formatOf(target).bits / 8;
         const chunk = chunkElements(info.dtype, chunkBytes) * size;
         const scratch = new ArrayBuffer((chunk / size) * outSize);
         await streamRange(fh, info.file, info.byteOffset, info.byteLength, chunk, (bytes, off) => {
