@@ -2,7 +2,7 @@
 // headers before the GPU starts, around @rusty/loader's loadPretrained / loadLoraAdapter / saveLoraAdapter.
 import { copyFile, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { ConfigError, ShapeError, type Context, type DType, type QuantSpec } from '@rusty/backend';
+import { ConfigError, formatOf, ShapeError, type Context, type DType, type FloatDType, type QuantSpec } from '@rusty/backend';
 import {
   modelConfigToJSON,
   parameterShapes,
@@ -22,7 +22,7 @@ import {
 import { z } from 'zod';
 import { InputError } from './errors';
 
-export type SaveDType = 'f32' | 'f16' | 'bf16';
+export type SaveDType = FloatDType;
 
 async function kindOf(p: string): Promise<'file' | 'dir' | 'none'> {
   try {
@@ -172,7 +172,7 @@ export async function saveModelDir(
 ): Promise<void> {
   const dtype = o.dtype ?? 'f32';
   await mkdir(dir, { recursive: true });
-  const st = dtype === 'f32' ? 'F32' : dtype === 'f16' ? 'F16' : 'BF16';
+  const st = formatOf(dtype).safetensors as TensorToWrite['dtype'];
   const entries: [string, TensorToWrite][] = [];
   for (const [name, p] of model.namedParameters()) {
     if (/\.lora_[AB]\.weight$/.test(name)) continue;
@@ -193,7 +193,7 @@ export async function saveModelDir(
     ]);
   }
   await writeSafetensors(join(dir, 'model.safetensors'), entries, { format: 'pt', ...o.metadata });
-  const cfg = { ...modelConfigToJSON(model.config), torch_dtype: dtype === 'f32' ? 'float32' : dtype === 'f16' ? 'float16' : 'bfloat16' };
+  const cfg = { ...modelConfigToJSON(model.config), torch_dtype: formatOf(dtype).torch };
   await writeJsonAtomic(join(dir, 'config.json'), cfg);
   await writeJsonAtomic(join(dir, 'tokenizer.json'), tokenizer.toJSON());
   let copied = false;
