@@ -29,7 +29,7 @@ const COMMANDS: Record<string, Command> = {
 
 function mainHelp(): string {
   const w = Math.max(...Object.keys(COMMANDS).map((c) => c.length));
-  return `rusty - train and fine-tune Llama-family models on WebGPU
+  return `rusty - train and fine-tune Llama, Mistral, Qwen2, Qwen3 and Gemma 3 models on WebGPU
 
 Usage: rusty <command> [options]
 
