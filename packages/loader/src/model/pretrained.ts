@@ -1,8 +1,9 @@
-import { ConfigError, formatFromSafetensors, isFloat, ShapeError, type Context, type DType, type FloatDType } from '@rusty/backend';
+import { ConfigError, formatFromSafetensors, isFloat, quantSpec, ShapeError, type Context, type DType, type FloatDType, type QuantFormat } from '@rusty/backend';
 import { CausalLM, parseModelConfig, type ModelConfig } from '@rusty/graph';
 import type { FileTree } from '../io/source';
 import { openCheckpoint } from '../safetensors/checkpoint';
 import { Tokenizer } from '../tokenizer/tokenizer';
+import { quantizeAtLoad } from './quantize';
 
 export interface LoadPretrainedOptions {
   /** Weight storage on the GPU: `f32` (default, trainable), `f16`/`bf16` (kept 16-bit, frozen base weights),
@@ -16,6 +17,14 @@ export interface LoadPretrainedOptions {
    * the checkpoint's dtype; `f16`/`bf16` round them the way `model.to(float16)` on a built model does.
    */
   ropeDtype?: FloatDType;
+  /** Quantize the linear projections (not the embeddings, norms or LM head) on the GPU as they stream in:
+   *  `int8` | `int4` | `nf4` (layouts in @rusty/backend's quantized formats). A checkpoint saved quantized
+   *  (`saveQuantized`) loads as stored without it. */
+  quantize?: QuantFormat;
+  /** Inputs per quantization scale: 32, 64 or 128 (int8 also 0: one per output row); default per format. */
+  groupSize?: number;
+  /** NF4: double-quantize the scales (default true, as QLoRA). */
+  doubleQuant?: boolean;
 }
 
 export interface Pretrained {
@@ -69,14 +78,18 @@ export async function loadPretrained(ctx: Context, path: string | FileTree, opts
     if (opts.dtype && opts.dtype !== 'auto') dtype = opts.dtype;
     // from_pretrained computes inv_freq in f32 whatever the checkpoint's dtype (transformers 5.17)
     const ropeDtype = opts.ropeDtype ?? 'f32';
+    const q = opts.quantize ? quantSpec(opts.quantize, opts.groupSize, opts.doubleQuant ?? opts.quantize === 'nf4', 'loadPretrained') : undefined;
     const model = new CausalLM(ctx, config, {
       empty: true,
-      dtype,
+      // with quantize, the projections' placeholders are released unwritten: allocate them small
+      dtype: opts.quantize ? 'bf16' : dtype,
       ropeDtype,
       gradientCheckpointing: opts.gradientCheckpointing,
     });
+    const quantized = await quantizeAtLoad(ctx, model, ckpt, { spec: q });
     const missing: string[] = [];
     for (const [name, p] of model.namedParameters()) {
+      if (quantized?.has(name)) continue;
       const info = ckpt.tensors.get(name);
       if (!info) {
         missing.push(name);

@@ -53,9 +53,8 @@ const SPECS: [QuantSpec, number][] = [
 const FIXTURES = ['llama-tiny', 'llama-tiny-f16', 'llama-tiny-bf16', 'mistral-tiny', 'qwen2-tiny', 'qwen3-tiny', 'gemma3-tiny'];
 
 async function load(dir: string, spec?: QuantSpec): Promise<LM> {
-  const m = (await loadPretrained(ctx, join(FIX, dir))).model as unknown as LM;
-  if (spec) quantizeLinears(m, spec); // INTERIM until the loadPretrained hook
-  return m;
+  const opts = spec ? { quantize: spec.format, groupSize: spec.groupSize, doubleQuant: spec.doubleQuant } : {};
+  return (await loadPretrained(ctx, join(FIX, dir), opts)).model as unknown as LM;
 }
 
 for (const dir of FIXTURES) {
@@ -85,6 +84,11 @@ for (const dir of FIXTURES) {
         expect(dequantizeLinears(m, 'f32').length).toBe(14);
         expect(rel(got, await noGrad(() => m.forward(input)).toArray())).toBeLessThan(1e-4);
         m.dispose();
+        // quantized as the weights stream in (from their stored dtype) = quantizing the loaded f32 model
+        const f = await load(dir);
+        quantizeLinears(f, spec);
+        expect(await noGrad(() => f.forward(input)).toArray()).toEqual(got);
+        f.dispose();
       });
   });
 }

@@ -1,0 +1,91 @@
+// QLoRA from the command line, in-process: finetune --quantize nf4 on a bf16 base with --merge (the merged model is
+// written in bf16, the base's dtype, and the run says so), generate --quantize, and flag errors.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createContext, type Context } from '@rusty/backend';
+import { CausalLM, parseModelConfig } from '@rusty/graph';
+import { readSafetensors } from '@rusty/loader';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { main } from './main';
+import { defaultTokenizer, saveModelDir } from './model-io';
+
+let work: string;
+let ctx: Context;
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), 'rusty-qlora-'));
+  ctx = await createContext();
+  // a small bf16 base model with the byte tokenizer
+  const config = parseModelConfig({
+    model_type: 'llama',
+    vocab_size: 259,
+    hidden_size: 64,
+    intermediate_size: 160,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    max_position_embeddings: 128,
+    rms_norm_eps: 1e-5,
+  });
+  const model = new CausalLM(ctx, config, { seed: 3, initStd: 0.05, dtype: 'bf16' });
+  await saveModelDir(model, defaultTokenizer(), join(work, 'base'), { dtype: 'bf16' });
+  model.dispose();
+  writeFileSync(join(work, 'notes.txt'), 'the gpu dequantizes four-bit weights inside the matmul.\n'.repeat(40));
+});
+afterAll(() => {
+  ctx.destroy();
+  rmSync(work, { recursive: true, force: true });
+});
+afterEach(() => vi.restoreAllMocks());
+
+function capture() {
+  const out: string[] = [];
+  const err: string[] = [];
+  vi.spyOn(process.stdout, 'write').mockImplementation((s) => (out.push(String(s)), true));
+  vi.spyOn(process.stderr, 'write').mockImplementation((s) => (err.push(String(s)), true));
+  vi.spyOn(console, 'log').mockImplementation((...a) => void out.push(a.join(' ') + '\n'));
+  vi.spyOn(console, 'error').mockImplementation((...a) => void err.push(a.join(' ') + '\n'));
+  return { out: () => out.join(''), err: () => err.join('') };
+}
+
+describe('rusty --quantize', () => {
+  it('finetune --quantize nf4 --merge: QLoRA, then the merged model in bf16, the base dtype', async () => {
+    const c = capture();
+    const code = await main([
+      'finetune', '--model', join(work, 'base'), '--data', join(work, 'notes.txt'), '--out', join(work, 'qlora'),
+      '--quantize', 'nf4', '--targets', 'all', '--r', '4', '--alpha', '8', '--steps', '3', '--seq-len', '32', '--batch-size', '2',
+      '--val-split', '0', '--merge', '--log-every', '1',
+    ]);
+    expect(code, c.err()).toBe(0);
+    expect(c.err()).toMatch(/QLoRA: 14 base projections quantized to nf4 \(blocks of 64, double-quantized scales\)/);
+    expect(c.err()).toMatch(/--merge: dequantized the nf4 base back to bf16 \(its stored dtype\), added the LoRA update, writing bf16 weights/);
+    expect(c.out()).toMatch(/--quantize nf4/);
+    const st = await readSafetensors(join(work, 'qlora', 'merged', 'model.safetensors'));
+    expect(st.tensors.get('model.layers.0.self_attn.q_proj.weight')).toMatchObject({ dtype: 'BF16', shape: [64, 64] });
+    expect([...st.tensors.keys()].some((k) => k.includes('lora_') || k.endsWith('_scale'))).toBe(false);
+    await st.close();
+    // the adapter applies to the quantized base for generation, and the merged model generates on its own
+    const g = capture();
+    expect(await main(['generate', '--model', join(work, 'base'), '--adapter', join(work, 'qlora'), '--quantize', 'nf4', '--ids', '5,6', '-n', '3', '--temperature', '0']), g.err()).toBe(0);
+    expect(await main(['generate', '--model', join(work, 'qlora', 'merged'), '--ids', '5,6', '-n', '3', '--temperature', '0']), g.err()).toBe(0);
+    const outs = g.out().trim().split('\n').map((l) => JSON.parse(l) as number[]);
+    expect(outs.map((o) => o.length)).toEqual([3, 3]);
+  });
+
+  it('generate --quantize int8 and int4 from the same base; flag errors are one line, exit 2', async () => {
+    for (const q of ['int8', 'int4']) {
+      const c = capture();
+      const code = await main(['generate', '--model', join(work, 'base'), '--quantize', q, '--ids', '1,2,3', '-n', '5', '--temperature', '0']);
+      expect(code, c.err()).toBe(0);
+      const ids = JSON.parse(c.out());
+      expect(ids).toHaveLength(5);
+    }
+    const c = capture();
+    expect(await main(['generate', '--model', join(work, 'base'), '--quantize', 'int3', '--ids', '1'])).toBe(2);
+    expect(await main(['generate', '--model', join(work, 'base'), '--quantize', 'int4', '--group-size', '48', '--ids', '1'])).toBe(2);
+    expect(await main(['generate', '--model', join(work, 'base'), '--group-size', '64', '--ids', '1'])).toBe(2);
+    expect(c.err()).toMatch(/must be one of int8, int4, nf4/);
+    expect(c.err()).toMatch(/--group-size 48 is not supported by int4/);
+    expect(c.err()).toMatch(/--group-size needs --quantize/);
+  });
+});
