@@ -93,6 +93,27 @@ for (const dir of FIXTURES) {
   });
 }
 
+describe('quantize at load: the model never exists in f32 on the GPU', () => {
+  for (const dir of ['llama-tiny', 'llama-tiny-bf16'])
+    it(`${dir}: the peak GPU memory of an NF4 load stays below what the f32 model occupies`, async () => {
+      const measure = async (spec?: QuantSpec) => {
+        await ctx.sync();
+        ctx.trimPool();
+        ctx.resetPeak();
+        const before = ctx.memory.live;
+        const m = await load(dir, spec);
+        await ctx.sync();
+        const r = { peak: ctx.memory.peak - before, live: ctx.memory.live - before };
+        m.dispose();
+        return r;
+      };
+      const f32 = await measure();
+      const nf4 = await measure(quantSpec('nf4', 64, true));
+      expect(nf4.peak).toBeLessThan(f32.live);
+      expect(nf4.live).toBeLessThan(0.5 * f32.live);
+    });
+});
+
 describe('QLoRA: LoRA on an NF4 base', () => {
   /** A small corpus: 4 sequences of 24 tokens following a fixed rule the adapters can learn. */
   const corpus: number[] = [];
