@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createContext, type Context } from '@rusty/backend';
 import { CausalLM, parseModelConfig } from '@rusty/graph';
-import { readSafetensors } from '@rusty/loader';
+import { loadPretrained, readSafetensors, saveQuantized } from '@rusty/loader';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main } from './main';
 import { defaultTokenizer, saveModelDir } from './model-io';
@@ -70,6 +70,18 @@ describe('rusty --quantize', () => {
     expect(await main(['generate', '--model', join(work, 'qlora', 'merged'), '--ids', '5,6', '-n', '3', '--temperature', '0']), g.err()).toBe(0);
     const outs = g.out().trim().split('\n').map((l) => JSON.parse(l) as number[]);
     expect(outs.map((o) => o.length)).toEqual([3, 3]);
+  });
+
+  it('inspect shows a quantized safetensors file: codes beside their scales, the format from the metadata', async () => {
+    const { model } = await loadPretrained(ctx, join(work, 'base'), { quantize: 'int4', groupSize: 32 });
+    const file = join(work, 'int4.safetensors');
+    await saveQuantized(model, file);
+    model.dispose();
+    const c = capture();
+    expect(await main(['inspect', file]), c.err()).toBe(0);
+    expect(c.out()).toMatch(/model\.layers\.0\.mlp\.down_proj\.weight +U8 +\[64, 80\]/);
+    expect(c.out()).toMatch(/model\.layers\.0\.mlp\.down_proj\.weight_scale +F16 +\[64, 5\]/);
+    expect(c.out()).toMatch(/quantized: int4, blocks of 32; 14 linear layers/);
   });
 
   it('generate --quantize int8 and int4 from the same base; flag errors are one line, exit 2', async () => {
