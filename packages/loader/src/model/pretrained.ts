@@ -3,7 +3,7 @@ import { CausalLM, parseModelConfig, type ModelConfig } from '@rusty/graph';
 import type { FileTree } from '../io/source';
 import { openCheckpoint } from '../safetensors/checkpoint';
 import { Tokenizer } from '../tokenizer/tokenizer';
-import { quantizeAtLoad } from './quantize';
+import { quantizationOf, quantizeAtLoad } from './quantize';
 
 export interface LoadPretrainedOptions {
   /** Weight storage on the GPU: `f32` (default, trainable), `f16`/`bf16` (kept 16-bit, frozen base weights),
@@ -81,8 +81,8 @@ export async function loadPretrained(ctx: Context, path: string | FileTree, opts
     const q = opts.quantize ? quantSpec(opts.quantize, opts.groupSize, opts.doubleQuant ?? opts.quantize === 'nf4', 'loadPretrained') : undefined;
     const model = new CausalLM(ctx, config, {
       empty: true,
-      // with quantize, the projections' placeholders are released unwritten: allocate them small
-      dtype: opts.quantize ? 'bf16' : dtype,
+      // quantized, the projections' placeholders are released unwritten: allocate them small
+      dtype: q || quantizationOf(ckpt) ? 'bf16' : dtype,
       ropeDtype,
       gradientCheckpointing: opts.gradientCheckpointing,
     });
