@@ -7,7 +7,8 @@
 // every projection with a gain near 1) amplify weight noise about 2x per projection (one int8 projection alone
 // moves the logits 0.8-1.6e-2), so the bounds are not asserted here.
 // LoRA on an NF4 base lowers the loss on a small corpus as much as on the f32 base, within 10%.
-import { readFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createContext, quantSpec, type Context, type QuantSpec } from '@rusty/backend';
@@ -16,6 +17,7 @@ import { applyLora, dequantizeLinears, QuantLinear, quantizedLinears, quantizeLi
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSafetensors } from '../safetensors/read';
 import { loadPretrained } from './pretrained';
+import { saveQuantized } from './quantize';
 
 const FIX = fileURLToPath(new URL('../../../../../shared/fixtures/', import.meta.url));
 
@@ -112,6 +114,28 @@ describe('quantize at load: the model never exists in f32 on the GPU', () => {
       expect(nf4.peak).toBeLessThan(f32.live);
       expect(nf4.live).toBeLessThan(0.5 * f32.live);
     });
+});
+
+describe('a quantized checkpoint', () => {
+  it('llama-tiny-bf16: saved quantized, loaded back by loadPretrained as stored (same logits)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rusty-qckpt-'));
+    try {
+      const m = await load('llama-tiny-bf16', quantSpec('int4', 32));
+      const input = Tensor.fromArray(ctx, Array.from({ length: 12 }, (_, i) => (i * 37) % 256), [1, 12], { dtype: 'i32' });
+      const want = await noGrad(() => m.forward(input)).toArray();
+      await saveQuantized(m, join(dir, 'model.safetensors'));
+      m.dispose();
+      await copyFile(join(FIX, 'llama-tiny-bf16', 'config.json'), join(dir, 'config.json'));
+      const back = (await loadPretrained(ctx, dir)).model as unknown as LM;
+      const q = quantizedLinears(back);
+      expect(q.size).toBe(14);
+      expect([...q.values()][0]!.sourceDtype).toBe('bf16');
+      expect(await noGrad(() => back.forward(input)).toArray()).toEqual(want);
+      back.dispose();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('QLoRA: LoRA on an NF4 base', () => {
