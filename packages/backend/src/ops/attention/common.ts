@@ -1,7 +1,7 @@
 import maskWgsl from '../../../../../shaders/attention-mask.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context } from '../../context';
-import { storageBytes, type DType } from '../../dtype';
+import { floatNames, isFloat, storageBytes } from '../../dtype';
 import { ConfigError, ShapeError } from '../../errors';
 import { numel, type DeviceTensor } from '../../tensor';
 
@@ -45,7 +45,6 @@ export interface AttnDims {
   D: number;
 }
 
-const FLOATS: readonly DType[] = ['f32', 'f16', 'bf16'];
 
 export const fmt = (t: DeviceTensor): string => `${t.dtype}[${t.shape.join(', ')}]`;
 
@@ -53,7 +52,7 @@ export const fmt = (t: DeviceTensor): string => `${t.dtype}[${t.shape.join(', ')
 export const MAX_HEAD_DIM = 256;
 
 export function checkFloat(what: string, t: DeviceTensor): void {
-  if (!FLOATS.includes(t.dtype)) throw new ShapeError(`attention: ${what} must be f32, f16 or bf16, got ${fmt(t)}`);
+  if (!isFloat(t.dtype)) throw new ShapeError(`attention: ${what} must be ${floatNames()}, got ${fmt(t)}`);
 }
 
 export function checkFits(ctx: Context, what: string, t: DeviceTensor): void {

@@ -2,12 +2,11 @@
  *  workgroup reductions) and argument checks. Internal to `ops/llm`. */
 import type { BufferBinding, Context, Kernel } from '../../context';
 import type { DType } from '../../dtype';
-import { isHalf, storageBytes } from '../../dtype';
+import { floatNames, isFloat, isHalf, storageBytes } from '../../dtype';
 import { ShapeError } from '../../errors';
+import { formatOf } from '../../format';
 import type { KernelDef } from '../../kernel';
 import { numel, type DeviceTensor } from '../../tensor';
-
-export const FLOAT_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16'];
 
 export const fmt = (s: readonly number[]): string => `[${s.join(', ')}]`;
 
@@ -81,12 +80,8 @@ export function vecPrelude(
     if (dtype === 'rw' && vec === 1) out.push(`fn ld_${name}(e: u32) -> V { return ${name}[e]; }`);
     else if (vec === 1) out.push(`fn ld_${name}(e: u32) -> V { return read_${name}(e); }`);
     else if (dtype === 'f32' || dtype === 'rw') out.push(`fn ld_${name}(e: u32) -> V { return vec2f(${name}[e], ${name}[e + 1u]); }`);
-    else if (dtype === 'f16') out.push(`fn ld_${name}(e: u32) -> V { return unpack2x16float(${name}[e >> 1u]); }`);
-    else if (dtype === 'bf16')
-      out.push(
-        `fn ld_${name}(e: u32) -> V { let w = ${name}[e >> 1u]; ` +
-          `return vec2f(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u)); }`,
-      );
+    else if (formatOf(dtype).perWord === 2)
+      out.push(`fn ld_${name}(e: u32) -> V { let w = ${name}[e >> 1u]; return ${formatOf(dtype).wgsl.unpack('w')}; }`);
     else throw new Error(`no vector loader for ${dtype}`);
   }
   for (const name of writes) {
@@ -208,8 +203,8 @@ export function vecFor(d: number, dtypes: readonly DType[]): 1 | 2 {
 }
 
 export function checkFloat(t: DeviceTensor, what: string): void {
-  if (!FLOAT_DTYPES.includes(t.dtype))
-    throw new ShapeError(`${what} must be f32, f16 or bf16, got ${t.dtype}${fmt(t.shape)}`);
+  if (!isFloat(t.dtype))
+    throw new ShapeError(`${what} must be ${floatNames()}, got ${t.dtype}${fmt(t.shape)}`);
 }
 
 export function checkInt(t: DeviceTensor, what: string): void {
