@@ -14,6 +14,7 @@ import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import type { KernelDef, ParamSpec } from '../../kernel';
 import { checkedKernel, kernelFailures, kernelsReady } from '../../kernel-cache';
+import { operandReader } from './matmul';
 
 /** A workgroup tile of the tensor-core kernel, in elements: BM x BN of C per workgroup over an SGM x SGN grid
  *  of subgroups, BK of K staged per step (a multiple of the fragment's K). */
@@ -136,9 +137,9 @@ export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, tran
     // a transposed operand is staged as stored, so op(A) = [M, K] reads it column-major (and op(B) likewise)
     `fn load_l(off: u32) -> Lm { return subgroupMatrixLoad<Lm, ${transA ? 'col_major' : 'row_major'}>(&As, off, AS_STRIDE); }\n` +
     `fn load_r(off: u32) -> Rm { return subgroupMatrixLoad<Rm, ${transB ? 'col_major' : 'row_major'}>(&Bs, off, BS_STRIDE); }\n` +
-    // scalar element reads of the (f16) operands for unaligned loads
-    `fn at_a(e: u32) -> f32 { return unpack2x16float(a4[e >> 3u][(e >> 1u) & 3u])[e & 1u]; }\n` +
-    `fn at_b(e: u32) -> f32 { return unpack2x16float(b4[e >> 3u][(e >> 1u) & 3u])[e & 1u]; }\n`
+    // element reads of the (f16) operands for unaligned loads, from the format table as in the portable kernel
+    operandReader('a', 'f16') +
+    operandReader('b', 'f16')
   );
 }
 

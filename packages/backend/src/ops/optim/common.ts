@@ -3,6 +3,7 @@ import { cachedKernel as sharedCachedKernel } from '../../kernel-cache';
 import fillWgsl from '../../../../../shaders/optim-fill.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context, Kernel } from '../../context';
+import { floatNames, isFloat, storageBytes } from '../../dtype';
 import { ConfigError, ShapeError } from '../../errors';
 import { grid1d } from '../../grid';
 import type { BindingSpec, KernelDef } from '../../kernel';
@@ -70,13 +71,12 @@ export function assertF32(t: DeviceTensor, what: string, op: string): void {
 
 /** Throw unless `t` has a float dtype (f32, f16 or bf16: what gradients may be). */
 export function assertFloat(t: DeviceTensor, what: string, op: string): void {
-  if (t.dtype !== 'f32' && t.dtype !== 'f16' && t.dtype !== 'bf16')
-    throw new ShapeError(`${op}: ${what} must be f32, f16 or bf16, got ${t.dtype}${fmtShape(t.shape)}`);
+  if (!isFloat(t.dtype)) throw new ShapeError(`${op}: ${what} must be ${floatNames()}, got ${t.dtype}${fmtShape(t.shape)}`);
 }
 
 /** Throw unless `t` fits one storage binding of this device (the runtime binds whole buffers at offset 0). */
 export function assertBindable(ctx: Context, t: DeviceTensor, what: string, op: string): void {
-  const bytes = t.dtype === 'f16' || t.dtype === 'bf16' ? Math.ceil(numel(t.shape) / 2) * 4 : numel(t.shape) * 4;
+  const bytes = storageBytes(t.dtype, numel(t.shape));
   if (bytes > ctx.maxBinding)
     throw new ShapeError(
       `${op}: ${what} ${t.dtype}${fmtShape(t.shape)} is ${bytes} bytes, more than this device binds at once ` +
