@@ -52,9 +52,10 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(tcTileProblem(TC_TILES.t128x128, nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 16384 })).toMatch(/workgroup memory/);
     expect(tcTileProblem(TC_TILES.t128x128, nv, { ...H200_LIMITS, maxComputeInvocationsPerWorkgroup: 128 })).toMatch(/threads/);
     // big products get the big tile, small ones the small tile; a device too small for the big one gets a smaller one
-    expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES.t128x128);
+    expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES.t128x256k16);
     expect(chooseTcTile(nv, H200_LIMITS, { M: 2048, N: 16, batch: 1, transA: false, transB: true })).toBe(TC_TILES.t64x64);
-    expect(chooseTcTile(nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 }, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).not.toBe(TC_TILES.t128x128);
+    expect(tcTileProblem(TC_TILES.t128x256k16, nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 })).toMatch(/workgroup memory/);
+    expect(chooseTcTile(nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 }, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES.t64x64);
     const src = tcPrelude(n8, TC_TILES.t128x64, true, false);
     expect(src).toContain('alias Lm = subgroup_matrix_left<f16, 16, 16>;');
     expect(src).toContain('alias Rm = subgroup_matrix_right<f16, 8, 16>;');

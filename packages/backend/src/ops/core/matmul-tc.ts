@@ -42,15 +42,15 @@ export type TcTileName = keyof typeof TC_TILES;
 /** Tuning of `auto` (a benchmark may change it): the big and small tile and the tile count below which the
  *  small one runs. */
 export const tcTuning: { big: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
-  big: 't128x128',
+  big: 't128x256k16',
   small: 't64x64',
   minBigTiles: 264,
   /** Store full tiles straight from the accumulators to C (else every tile goes through the scratch). */
   direct: true,
-  /** Unroll the fragment loops into named accumulators (`tcMatrixCode`). Not measured yet: the array form ran
-   *  at 24-40 TFLOP/s on an H200 for every tile, and dynamically indexed matrix arrays held in local memory are
-   *  the first suspect (`matmul-tc-bench --unroll` compares). */
-  unroll: false,
+  /** Unroll the fragment loops into named accumulators (`tcMatrixCode`). Measured on an H200 (2026-11-24,
+   *  docs/PERFORMANCE.md): the array form ran at 24-40 TFLOP/s for every tile (its matrices live in local
+   *  memory); unrolled, the 128x256x16 tile runs 107-120 TFLOP/s on 4096^3 and both LLM shapes, every layout. */
+  unroll: true,
 };
 
 /** What the adapter offers the tensor-core kernel: the fragment shape and the (fixed) subgroup size. */
