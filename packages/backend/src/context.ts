@@ -86,8 +86,6 @@ export interface DispatchStats {
 }
 
 const SLOT = 256;
-/** Writes up to this many bytes into a buffer with pending work are copied in-stream instead of submitting. */
-const INLINE_WRITE_MAX = 65536;
 const RING_SLOTS = 4096;
 
 /** The GPU runtime: device, buffer pool, pipeline and bind-group caches, batched command encoding. */
@@ -106,8 +104,6 @@ export class Context {
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
   private pendingIds = new Set<number>();
-  /** Staging buffers of in-stream writes, destroyed once the work that copies them is submitted. */
-  private stagingToDestroy: GPUBuffer[] = [];
   private pendingDispatches = 0;
   private ring: GPUBuffer;
   private ringCpu = new ArrayBuffer(SLOT * RING_SLOTS);
@@ -192,19 +188,9 @@ export class Context {
       padded.set(bytes);
       bytes = padded;
     }
-    if (this.pendingIds.has(buf.id) && bytes.byteLength <= INLINE_WRITE_MAX) {
-      // The buffer is used by work encoded but not submitted yet: queue.writeBuffer would land before that work.
-      // A small write goes through a staging buffer copied inside the command stream instead of submitting
-      // early (a submit costs 16-21 us on an H200, milliseconds on lavapipe; loss.backward() seeds its gradient
-      // this way every step).
-      const staging = this.device.createBuffer({ size: bytes.byteLength, usage: GPUBufferUsage.COPY_SRC, mappedAtCreation: true });
-      new Uint8Array(staging.getMappedRange()).set(bytes);
-      staging.unmap();
-      this.endPass();
-      this.enc().copyBufferToBuffer(staging, 0, buf.gpu, byteOffset, bytes.byteLength);
-      this.stagingToDestroy.push(staging);
-      return;
-    }
+    // The buffer is used by work encoded but not submitted yet: submit that work first, so this write lands
+    // after it. (Copying small writes in-stream instead, f92d6a8, saved one submit per step but made an H200 Llama
+    // training step 38 -> 44-51 ms: bisected on 2026-11-24, docs/PERFORMANCE.md.)
     if (this.pendingIds.has(buf.id)) this.flush();
     this.device.queue.writeBuffer(buf.gpu, byteOffset, bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
@@ -364,8 +350,6 @@ export class Context {
     this.ringUsed = 0;
     this.pendingDispatches = 0;
     this.pendingIds.clear();
-    for (const b of this.stagingToDestroy) b.destroy();
-    this.stagingToDestroy.length = 0;
   }
 
   /** Submit and wait until the GPU has finished; throws a pending GPU error. */
