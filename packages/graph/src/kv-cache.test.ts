@@ -1,10 +1,12 @@
 // The KV-cache paths (prefill, a multi-token chunk after a prefix, one-token decode) against the full forward,
 // for every architecture, with Mistral's and Gemma's sliding windows shorter than the sequence.
-import { createContext, type Context } from '@rusty/backend';
+import { createContext, testing, type Context } from '@rusty/backend';
 import { noGrad, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KVCache } from './kv-cache';
 import { ARCH_FIXTURES, fixtureConfig, randomModel } from './test-models';
+
+const rel = testing.relErr;
 
 let ctx: Context;
 beforeAll(async () => {
@@ -14,17 +16,6 @@ afterAll(() => ctx.destroy());
 
 const T = 13;
 const ids = Array.from({ length: T }, (_, i) => (i * 37 + 11) % 256);
-
-function rel(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < b.length; i++) {
-    if (!Number.isFinite(a[i]!)) return Infinity;
-    num = Math.max(num, Math.abs(a[i]! - b[i]!));
-    den = Math.max(den, Math.abs(b[i]!));
-  }
-  return num / den;
-}
 
 describe('KV cache', () => {
   for (const dir of ARCH_FIXTURES) {

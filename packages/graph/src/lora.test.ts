@@ -1,27 +1,18 @@
 // mergeLora against the unmerged model (f32 and 16-bit base weights), unmerge back to the base weights.
-import { createContext, upload, type Context } from '@rusty/backend';
+import { createContext, upload, testing, type Context } from '@rusty/backend';
 import { noGrad, randn, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CausalLM } from './causal-lm';
 import { applyLora, loraModules, mergeLora, unmergeLora } from './lora';
 import { fixtureConfig, randomModel } from './test-models';
 
+const rel = testing.relErr;
+
 let ctx: Context;
 beforeAll(async () => {
   ctx = await createContext();
 });
 afterAll(() => ctx.destroy());
-
-function rel(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < b.length; i++) {
-    if (!Number.isFinite(a[i]!)) return Infinity;
-    num = Math.max(num, Math.abs(a[i]! - b[i]!));
-    den = Math.max(den, Math.abs(b[i]!));
-  }
-  return num / den;
-}
 
 const ids = [5, 17, 200, 3, 99, 42, 7, 250];
 const logits = (m: CausalLM) => noGrad(() => m.forward(Tensor.fromArray(ctx, ids, [1, ids.length], { dtype: 'i32' }))).toArray();

@@ -1,7 +1,7 @@
 // QuantLinear against a dense Linear holding the same (dequantized) weight: forward, input gradient, no weight
 // gradient; LoRA on a quantized base trains the same adapter gradients as on the dequantized dense base; merging
 // goes through dequantizeLinears.
-import { cast, createContext, download, quantSpec, type Context } from '@rusty/backend';
+import { cast, createContext, download, quantSpec, testing, type Context } from '@rusty/backend';
 import { noGrad, randn, sum, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Linear } from './layers';
@@ -9,22 +9,13 @@ import { applyLora, loraModules, mergeLora } from './lora';
 import { Module } from './module';
 import { dequantizeLinears, QuantLinear, quantizedLinears, quantizeLinears } from './quant-linear';
 
+const rel = testing.relErr;
+
 let ctx: Context;
 beforeAll(async () => {
   ctx = await createContext();
 });
 afterAll(() => ctx.destroy());
-
-function rel(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < b.length; i++) {
-    if (!Number.isFinite(a[i]!)) return Infinity;
-    num = Math.max(num, Math.abs(a[i]! - b[i]!));
-    den = Math.max(den, Math.abs(b[i]!));
-  }
-  return num / den;
-}
 
 /** Two projections and an LM head, like a decoder layer's shape in miniature. */
 class Tiny extends Module {

@@ -1,6 +1,6 @@
 // Gemma's soft-capping fields are honoured when a config sets them: final logits become cap * tanh(logits / cap),
 // attention scores are capped inside the fused kernels (forward, and the KV-cache decode path agrees).
-import { createContext, type Context } from '@rusty/backend';
+import { createContext, testing, type Context } from '@rusty/backend';
 import { noGrad, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KVCache } from './kv-cache';
@@ -17,12 +17,6 @@ const T = ids.length;
 const forward = (m: ReturnType<typeof randomModel>) =>
   noGrad(() => m.forward(Tensor.fromArray(ctx, ids, [1, T], { dtype: 'i32' }))).toArray() as Promise<Float32Array>;
 
-function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let d = 0;
-  for (let i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i]! - b[i]!));
-  return d;
-}
-
 describe('soft-capping (gemma3_text)', () => {
   it('final_logit_softcapping: logits are cap * tanh(logits / cap) of the uncapped model', async () => {
     const plain = randomModel(ctx, fixtureConfig('gemma3-tiny'));
@@ -31,7 +25,7 @@ describe('soft-capping (gemma3_text)', () => {
     const b = await forward(capped);
     expect(Math.max(...Array.from(a, Math.abs))).toBeGreaterThan(0.5); // the cap bites
     const want = Array.from(a, (x) => 0.5 * Math.tanh(x / 0.5));
-    expect(maxDiff(b, want)).toBeLessThan(1e-5);
+    expect(testing.absErr(b, want)).toBeLessThan(1e-5);
     plain.dispose();
     capped.dispose();
   });
@@ -42,7 +36,7 @@ describe('soft-capping (gemma3_text)', () => {
     const capped = randomModel(ctx, config);
     capped.eval();
     const full = await forward(capped);
-    expect(maxDiff(full, await forward(plain))).toBeGreaterThan(1e-3);
+    expect(testing.absErr(full, await forward(plain))).toBeGreaterThan(1e-3);
     const cache = new KVCache(ctx, config, 1, T);
     const V = config.vocabSize;
     const got = new Float32Array(T * V);
@@ -50,7 +44,7 @@ describe('soft-capping (gemma3_text)', () => {
       const l = (await noGrad(() => capped.forward(Tensor.fromArray(ctx, [ids[t]!], [1, 1], { dtype: 'i32' }), cache)).toArray()) as Float32Array;
       got.set(l, t * V);
     }
-    expect(maxDiff(got, full) / Math.max(...Array.from(full, Math.abs))).toBeLessThan(1e-4);
+    expect(testing.absErr(got, full) / Math.max(...Array.from(full, Math.abs))).toBeLessThan(1e-4);
     cache.dispose();
     plain.dispose();
     capped.dispose();

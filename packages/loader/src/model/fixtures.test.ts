@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createContext, type Context } from '@rusty/backend';
+import { createContext, testing, type Context } from '@rusty/backend';
 import { AdamW, clipGradNorm, LinearWarmup, Tensor, tidy } from '@rusty/autograd';
 import type { CausalLM } from '@rusty/graph';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +13,7 @@ import { readSafetensors } from '../safetensors/read';
 import { loadLoraAdapter, saveLoraAdapter } from './peft';
 import { loadPretrained } from './pretrained';
 
+const rel = testing.relErr;
 const FIX = fileURLToPath(new URL('../../../../../shared/fixtures/', import.meta.url));
 
 let ctx: Context;
@@ -20,19 +21,6 @@ beforeAll(async () => {
   ctx = await createContext();
 });
 afterAll(() => ctx.destroy());
-
-/** max |a - b| / max |b| */
-function rel(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < b.length; i++) {
-    if (!Number.isFinite(a[i]!)) return Infinity;
-    num = Math.max(num, Math.abs(a[i]! - b[i]!));
-    den = Math.max(den, Math.abs(b[i]!));
-  }
-  return num / den;
-}
 
 async function inputs(dir: string) {
   const j = JSON.parse(await readFile(join(FIX, dir, 'inputs.json'), 'utf8'));

@@ -11,7 +11,7 @@ import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createContext, quantSpec, type Context, type QuantSpec } from '@rusty/backend';
+import { createContext, quantSpec, testing, type Context, type QuantSpec } from '@rusty/backend';
 import { AdamW, noGrad, Tensor, tidy } from '@rusty/autograd';
 import { applyLora, dequantizeLinears, QuantLinear, quantizedLinears, quantizeLinears, type Module } from '@rusty/graph';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +19,7 @@ import { readSafetensors } from '../safetensors/read';
 import { loadPretrained } from './pretrained';
 import { saveQuantized } from './quantize';
 
+const rel = testing.relErr;
 const FIX = fileURLToPath(new URL('../../../../../shared/fixtures/', import.meta.url));
 
 let ctx: Context;
@@ -26,19 +27,6 @@ beforeAll(async () => {
   ctx = await createContext();
 });
 afterAll(() => ctx.destroy());
-
-/** max |a - b| / max |b| */
-function rel(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < b.length; i++) {
-    if (!Number.isFinite(a[i]!)) return Infinity;
-    num = Math.max(num, Math.abs(a[i]! - b[i]!));
-    den = Math.max(den, Math.abs(b[i]!));
-  }
-  return num / den;
-}
 
 type LM = Module & {
   forward(ids: Tensor): Tensor;
