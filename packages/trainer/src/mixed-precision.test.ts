@@ -1,0 +1,187 @@
+// Mixed precision: the GPU-side GradScaler (unscale, skip, scale update) and the Trainer's f16/bf16 frozen weights
+// and dynamic loss scaling. (Moved out of trainer.test.ts, unchanged.)
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createContext, type Context } from '@rusty/backend';
+import { AdamW, scale, sum, Tensor } from '@rusty/autograd';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findLatestCheckpoint, listCheckpoints, loadCheckpoint } from './checkpoint/checkpoint';
+import { GradScaler } from './grad-scaler';
+import { castFrozenParameters } from './mixed-precision';
+import { Trainer, type StepMetrics } from './trainer';
+import { setup, snapshot, trainables } from './test/helpers';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx?.destroy());
+
+const dirs: string[] = [];
+const tmp = (p: string) => {
+  const d = mkdtempSync(join(tmpdir(), `rusty-trainer-${p}-`));
+  dirs.push(d);
+  return d;
+};
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('GradScaler', () => {
+  it('starts at 2^16, seeds backward with the scale, unscales exactly and grows after growthInterval clean steps', async () => {
+    const scaler = new GradScaler(ctx, { growthInterval: 3 });
+    expect(await scaler.getScale()).toBe(65536);
+    const w = Tensor.fromArray(ctx, [1, -2, 3], [3], { requiresGrad: true });
+    const opt = new AdamW(ctx, [w], { lr: 0.1, weightDecay: 0 });
+    for (let s = 0; s < 3; s++) {
+      opt.zeroGrad();
+      const y = sum(scale(w, 0.5)); // dy/dw = 0.5
+      const g = scaler.lossGradient(y);
+      y.backward(g);
+      g.dispose();
+      y.dispose();
+      // before unscale the gradient carries the scale
+      if (s === 0) expect([...(await w.grad!.toArray())]).toEqual([32768, 32768, 32768]);
+      scaler.unscaleAndCheck([w]);
+      if (s === 0) expect([...(await w.grad!.toArray())]).toEqual([0.5, 0.5, 0.5]);
+      scaler.step(opt);
+      scaler.update();
+    }
+    expect(await scaler.getScale()).toBe(131072); // 3 clean steps with growthInterval 3
+    const st = await scaler.stateDict();
+    expect(st).toMatchObject({ scale: 131072, growthTracker: 0 });
+    const loss = Tensor.fromArray(ctx, [2.5], [1], { requiresGrad: true });
+    const g = scaler.lossGradient(loss, 0.5);
+    expect([...(await g.toArray())]).toEqual([65536]);
+    const scaled = scaler.scaleLoss(loss);
+    expect(await scaled.item()).toBe(2.5 * 131072);
+    g.dispose();
+    scaled.dispose();
+    scaler.dispose();
+    opt.dispose();
+  });
+
+  it('an inf/NaN gradient skips exactly that step on the GPU (parameters bit-identical) and halves the scale', async () => {
+    const scaler = new GradScaler(ctx);
+    const w = Tensor.fromArray(ctx, [1, -2, 3, 4], [4], { requiresGrad: true });
+    const opt = new AdamW(ctx, [w], { lr: 0.1 });
+    const before = await snapshot([w]);
+    w.grad = Tensor.fromArray(ctx, [1, Infinity, 0, 1], [4]);
+    scaler.unscaleAndCheck(opt);
+    scaler.step(opt);
+    scaler.update();
+    expect(await snapshot([w])).toEqual(before);
+    expect(await scaler.getScale()).toBe(32768);
+    w.grad.dispose();
+    w.grad = Tensor.fromArray(ctx, [NaN, 0, 0, 0], [4]);
+    scaler.step(opt);
+    scaler.update();
+    expect(await snapshot([w])).toEqual(before);
+    expect(await scaler.getScale()).toBe(16384);
+    // a clean step moves the weights
+    w.grad.dispose();
+    w.grad = Tensor.fromArray(ctx, [1, 1, 1, 1], [4]);
+    scaler.step(opt);
+    scaler.update();
+    expect(await snapshot([w])).not.toEqual(before);
+    expect(await scaler.getScale()).toBe(16384);
+    scaler.dispose();
+    opt.dispose();
+  });
+});
+
+
+describe('mixed precision', () => {
+  it('16-bit frozen base weights halve their memory; LoRA trains with f32 masters and stays close to the f32 base', async () => {
+    const losses: Record<string, number[]> = {};
+    for (const dtype of ['f32', 'bf16', 'f16'] as const) {
+      const { model, optimizer, data } = setup(ctx, { lora: true, shuffle: false });
+      const live0 = ctx.memory.live;
+      if (dtype !== 'f32') {
+        const r = castFrozenParameters(model, dtype);
+        expect(r.cast).toContain('model.layers.0.self_attn.q_proj.weight');
+        expect(r.cast).not.toContain('model.layers.0.self_attn.q_proj.lora_A.weight');
+        expect(ctx.memory.live).toBeLessThan(live0);
+        expect(live0 - ctx.memory.live).toBeGreaterThan(0.8 * r.bytesSaved); // pool size classes round buffer sizes
+        expect(model.layers[0]!.selfAttn.child('q_proj')!.stateDict().get('weight')!.dtype).toBe(dtype);
+      }
+      for (const [, p] of model.trainableParameters()) expect(p.dtype).toBe('f32');
+      losses[dtype] = [];
+      const t = new Trainer({ model, optimizer, data, maxSteps: 4, signals: false, scaler: dtype === 'f16' ? new GradScaler(ctx) : undefined, callbacks: { onStep: (m) => void losses[dtype]!.push(m.loss) } });
+      await t.fit();
+      // training moved the LoRA B matrices away from their zero init (the base stayed frozen)
+      const b = model.trainableParameters().find(([n]) => n.endsWith('lora_B.weight'))![1];
+      expect(Math.max(...Array.from(await b.toArray(), Math.abs))).toBeGreaterThan(0);
+      t.scaler?.dispose();
+      t.dispose();
+      optimizer.dispose();
+      model.dispose();
+    }
+    for (const d of ['bf16', 'f16'] as const) losses[d]!.forEach((l, i) => expect(Math.abs(l - losses.f32![i]!)).toBeLessThan(0.02 * losses.f32![i]!));
+  });
+
+  it('Trainer({ mixedPrecision: "f16" }) casts the frozen weights and scales the loss by 2^16, unscaling the gradients exactly', async () => {
+    // the same run with and without loss scaling: scaling the loss by 2^16 and the gradients back by 2^-16 is
+    // exact in f32, so gradient norms, losses and trained weights agree; a scale applied on one side only is
+    // off by 2^16 in the gradient norms
+    const run = async (lossScaling: boolean) => {
+      const { model, optimizer, data } = setup(ctx, { lora: true, shuffle: false });
+      const steps: StepMetrics[] = [];
+      const t = new Trainer({ model, optimizer, data, maxSteps: 3, mixedPrecision: { dtype: 'f16', lossScaling }, signals: false, callbacks: { onStep: (m) => void steps.push(m) } });
+      expect(!!t.scaler).toBe(lossScaling);
+      await t.fit();
+      expect(model.layers[1]!.mlp.child('up_proj')!.stateDict().get('weight')!.dtype).toBe('f16');
+      const weights = await snapshot(trainables(model));
+      t.dispose();
+      optimizer.dispose();
+      model.dispose();
+      return { steps, weights };
+    };
+    const scaled = await run(true);
+    const plain = await run(false);
+    expect(scaled.steps.map((m) => m.lossScale)).toEqual([65536, 65536, 65536]);
+    expect(scaled.steps.map((m) => m.skipped)).toEqual([false, false, false]);
+    scaled.steps.forEach((m, i) => {
+      const ref = plain.steps[i]!;
+      expect(m.loss).toBe(ref.loss);
+      expect(ref.gradNorm).toBeGreaterThan(0);
+      expect(Math.abs(m.gradNorm - ref.gradNorm)).toBeLessThanOrEqual(1e-6 * ref.gradNorm);
+    });
+    const a = new Float32Array(scaled.weights.buffer);
+    const b = new Float32Array(plain.weights.buffer);
+    let worst = 0;
+    for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+    expect(worst).toBeLessThan(1e-6);
+  });
+
+  it('a NaN loss with no loss scaler stops the run after 3 bad steps; no checkpoint of NaN weights is written', async () => {
+    // from step 3 on the loss (and so every gradient) is NaN
+    const poisoned = (t: () => Trainer) => (b: { labels: Int32Array }, ids: Tensor, m: { loss(ids: Tensor, l: Int32Array): { loss: Tensor } }) => {
+      const l = m.loss(ids, b.labels).loss;
+      return t().step >= 2 ? scale(l, NaN) : l;
+    };
+    {
+      const { model, optimizer, data } = setup(ctx);
+      const t: Trainer = new Trainer({ model, optimizer, data, maxSteps: 10, signals: false, computeLoss: poisoned(() => t) as never });
+      await expect(t.fit()).rejects.toThrow(/the loss was NaN \(gradient norm NaN\) for 3 consecutive steps \(steps 3-5\): training stopped/);
+      expect(t.step).toBeLessThanOrEqual(6); // the step in flight may have been encoded
+      t.dispose();
+      optimizer.dispose();
+      model.dispose();
+    }
+    {
+      const dir = tmp('nan');
+      const { model, optimizer, data } = setup(ctx);
+      const t: Trainer = new Trainer({ model, optimizer, data, maxSteps: 10, signals: false, checkpointDir: dir, saveEvery: 1, keepLast: 2, computeLoss: poisoned(() => t) as never });
+      await expect(t.fit()).rejects.toThrow(/the weights hold NaN or infinite values after step 3 .*the last finite checkpoint is .*checkpoint-2/);
+      expect((await listCheckpoints(dir)).map((c) => c.step)).toEqual([1, 2]);
+      expect(await findLatestCheckpoint(dir)).toBe(join(dir, 'checkpoint-2'));
+      for (const [, w] of (await loadCheckpoint(dir)).params) expect(w.data.every(Number.isFinite)).toBe(true);
+      t.dispose();
+      optimizer.dispose();
+      model.dispose();
+    }
+  });
+});
+
