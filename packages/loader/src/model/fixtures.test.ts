@@ -4,17 +4,15 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createContext, testing, type Context } from '@rusty/backend';
 import { AdamW, clipGradNorm, LinearWarmup, Tensor, tidy } from '@rusty/autograd';
 import type { CausalLM } from '@rusty/graph';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readSafetensors } from '../safetensors/read';
 import { loadLoraAdapter, saveLoraAdapter } from './peft';
+import { FIX, FIXTURES, fixtureInputs, fixtureTensors } from './fixture-data';
 import { loadPretrained } from './pretrained';
 
 const rel = testing.relErr;
-const FIX = fileURLToPath(new URL('../../../../../shared/fixtures/', import.meta.url));
 
 let ctx: Context;
 beforeAll(async () => {
@@ -22,25 +20,8 @@ beforeAll(async () => {
 });
 afterAll(() => ctx.destroy());
 
-async function inputs(dir: string) {
-  const j = JSON.parse(await readFile(join(FIX, dir, 'inputs.json'), 'utf8'));
-  const ids = (j.input_ids as number[][]).flat();
-  const labels = (j.labels as number[][]).flat();
-  return { ids, labels, b: j.input_ids.length as number, t: j.input_ids[0].length as number };
-}
-
-async function expected(file: string) {
-  const st = await readSafetensors(file);
-  const out = new Map<string, Float32Array>();
-  for (const name of st.tensors.keys()) out.set(name, await st.readF32(name));
-  await st.close();
-  return out;
-}
-
 // Every reference was computed on the checkpoint as `from_pretrained` loads it: inv_freq in f32 whatever the
 // weights' dtype, so every test loads with the default options.
-const FIXTURES = ['llama-tiny', 'llama-tiny-f16', 'llama-tiny-bf16', 'mistral-tiny', 'qwen2-tiny', 'qwen3-tiny', 'gemma3-tiny'];
-
 for (const dir of FIXTURES) {
   describe(`${dir} matches HF transformers`, () => {
     let model: CausalLM;
@@ -48,13 +29,13 @@ for (const dir of FIXTURES) {
     let ej: { loss: number; lora_loss: number; greedy_prompt: number[]; greedy_tokens: number[]; adamw: any };
     beforeAll(async () => {
       ({ model } = await loadPretrained(ctx, join(FIX, dir)));
-      exp = await expected(join(FIX, dir, 'expected.safetensors'));
+      exp = await fixtureTensors(join(FIX, dir, 'expected.safetensors'));
       ej = JSON.parse(await readFile(join(FIX, dir, 'expected.json'), 'utf8'));
     });
     afterAll(() => model.dispose());
 
     it('logits, every hidden state, the loss and every parameter gradient', async () => {
-      const { ids, labels, b, t } = await inputs(dir);
+      const { ids, labels, b, t } = await fixtureInputs(dir);
       const input = Tensor.fromArray(ctx, ids, [b, t], { dtype: 'i32' });
       const out = model.forwardWithHidden(input, { outputHiddenStates: true });
       expect(rel(await out.logits.toArray(), exp.get('logits')!)).toBeLessThan(1e-4);
@@ -86,8 +67,8 @@ for (const dir of FIXTURES) {
     it('the PEFT adapter: logits, loss and LoRA gradients; saved and reloaded to the same values', async () => {
       const { model: m } = await loadPretrained(ctx, join(FIX, dir));
       await loadLoraAdapter(m, join(FIX, dir, 'lora'));
-      const lexp = await expected(join(FIX, dir, 'lora', 'expected.safetensors'));
-      const { ids, labels, b, t } = await inputs(dir);
+      const lexp = await fixtureTensors(join(FIX, dir, 'lora', 'expected.safetensors'));
+      const { ids, labels, b, t } = await fixtureInputs(dir);
       const input = Tensor.fromArray(ctx, ids, [b, t], { dtype: 'i32' });
       const logits = await m.forward(input).toArray();
       expect(rel(logits, lexp.get('logits')!)).toBeLessThan(1e-4);
@@ -117,7 +98,7 @@ for (const dir of FIXTURES) {
 
     it('5 AdamW steps (warm-up, clipping, weight decay) reproduce the losses and the parameters', async () => {
       const { model: m } = await loadPretrained(ctx, join(FIX, dir));
-      const { ids, labels, b, t } = await inputs(dir);
+      const { ids, labels, b, t } = await fixtureInputs(dir);
       const input = Tensor.fromArray(ctx, ids, [b, t], { dtype: 'i32' });
       const a = ej.adamw;
       const params = m.parameters();
@@ -140,7 +121,7 @@ for (const dir of FIXTURES) {
         expect(Math.abs(l - a.losses[s]) / a.losses[s], `loss ${s}`).toBeLessThan(1e-4);
         expect(Math.abs(norm - a.grad_norms_before_clip[s]) / a.grad_norms_before_clip[s], `norm ${s}`).toBeLessThan(1e-3);
       }
-      const after = await expected(join(FIX, dir, 'after_adamw.safetensors'));
+      const after = await fixtureTensors(join(FIX, dir, 'after_adamw.safetensors'));
       for (const [name, p] of m.namedParameters()) expect(rel(await p.toArray(), after.get(name)!), name).toBeLessThan(1e-3);
       opt.dispose();
       m.dispose();
@@ -152,9 +133,9 @@ for (const dir of FIXTURES) {
 // the weights' dtype, as the latter does, must miss them (so the default above is what makes them pass).
 for (const dir of ['llama-tiny-f16', 'llama-tiny-bf16']) {
   it(`${dir}: inv_freq rounded to 16 bits (what model.to(float16) does, not from_pretrained) misses the logits`, async () => {
-    const exp = await expected(join(FIX, dir, 'expected.safetensors'));
+    const exp = await fixtureTensors(join(FIX, dir, 'expected.safetensors'));
     const { model: m } = await loadPretrained(ctx, join(FIX, dir), { ropeDtype: dir.endsWith('bf16') ? 'bf16' : 'f16' });
-    const { ids, b, t } = await inputs(dir);
+    const { ids, b, t } = await fixtureInputs(dir);
     const err = rel(await m.forward(Tensor.fromArray(ctx, ids, [b, t], { dtype: 'i32' })).toArray(), exp.get('logits')!);
     expect(err).toBeGreaterThan(1e-4);
     m.dispose();

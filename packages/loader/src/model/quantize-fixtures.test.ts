@@ -7,20 +7,19 @@
 // every projection with a gain near 1) amplify weight noise about 2x per projection (one int8 projection alone
 // moves the logits 0.8-1.6e-2), so the bounds are not asserted here.
 // LoRA on an NF4 base lowers the loss on a small corpus as much as on the f32 base, within 10%.
-import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createContext, quantSpec, testing, type Context, type QuantSpec } from '@rusty/backend';
 import { AdamW, noGrad, Tensor, tidy } from '@rusty/autograd';
 import { applyLora, dequantizeLinears, QuantLinear, quantizedLinears, quantizeLinears, type Module } from '@rusty/graph';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readSafetensors } from '../safetensors/read';
+import { FIX, FIXTURES, fixtureInputs } from './fixture-data';
 import { loadPretrained } from './pretrained';
 import { saveQuantized } from './quantize';
 
 const rel = testing.relErr;
-const FIX = fileURLToPath(new URL('../../../../../shared/fixtures/', import.meta.url));
 
 let ctx: Context;
 beforeAll(async () => {
@@ -40,7 +39,6 @@ const SPECS: [QuantSpec, number][] = [
   [quantSpec('nf4', 64, true), 1e-1],
 ];
 
-const FIXTURES = ['llama-tiny', 'llama-tiny-f16', 'llama-tiny-bf16', 'mistral-tiny', 'qwen2-tiny', 'qwen3-tiny', 'gemma3-tiny'];
 
 async function load(dir: string, spec?: QuantSpec): Promise<LM> {
   const opts = spec ? { quantize: spec.format, groupSize: spec.groupSize, doubleQuant: spec.doubleQuant } : {};
@@ -52,8 +50,7 @@ for (const dir of FIXTURES) {
     let ids: number[];
     let want: Float32Array;
     beforeAll(async () => {
-      const j = JSON.parse(await readFile(join(FIX, dir, 'inputs.json'), 'utf8'));
-      ids = (j.input_ids as number[][]).flat();
+      ids = (await fixtureInputs(dir)).ids;
       const st = await readSafetensors(join(FIX, dir, 'expected.safetensors'));
       want = await st.readF32('logits');
       await st.close();
