@@ -9,7 +9,11 @@ export interface GpuBuffer {
   released: boolean;
 }
 
-/** Live, pooled and peak bytes of storage buffers. */
+/**
+ * Live, pooled and peak bytes of the context's storage buffers (in their pool size classes; the uniform ring and
+ * read-back staging buffers are not counted). `peak` is the analogue of PyTorch's `torch.cuda.max_memory_allocated`,
+ * `peakReserved` of `max_memory_reserved` (the pool's cached buffers count: they hold GPU memory).
+ */
 export interface MemoryStats {
   /** Bytes in buffers handed out and not yet released. */
   live: number;
@@ -17,6 +21,8 @@ export interface MemoryStats {
   pooled: number;
   /** Highest `live` since creation or the last `resetPeak()`. */
   peak: number;
+  /** Highest `live + pooled` (all GPU memory the pool holds) since creation or the last `resetPeak()`. */
+  peakReserved: number;
   /** Buffers handed out now. */
   liveBuffers: number;
 }
@@ -35,7 +41,7 @@ const USAGE = 0x80 /* STORAGE */ | 0x04 /* COPY_SRC */ | 0x08; /* COPY_DST */
 export class BufferPool {
   private free = new Map<number, GpuBuffer[]>();
   private nextId = 1;
-  readonly stats: MemoryStats = { live: 0, pooled: 0, peak: 0, liveBuffers: 0 };
+  readonly stats: MemoryStats = { live: 0, pooled: 0, peak: 0, peakReserved: 0, liveBuffers: 0 };
   /** Bytes the pool may keep for reuse before it destroys released buffers. */
   maxPooled = 4 * 1024 ** 3;
 
@@ -64,6 +70,7 @@ export class BufferPool {
     this.stats.live += size;
     this.stats.liveBuffers++;
     if (this.stats.live > this.stats.peak) this.stats.peak = this.stats.live;
+    if (this.stats.live + this.stats.pooled > this.stats.peakReserved) this.stats.peakReserved = this.stats.live + this.stats.pooled;
     return buf;
   }
 
@@ -84,6 +91,12 @@ export class BufferPool {
     while (i > 0 && list[i - 1]!.id < buf.id) i--;
     list.splice(i, 0, buf);
     this.stats.pooled += buf.size;
+  }
+
+  /** Start the peaks over from what is held now. */
+  resetPeak(): void {
+    this.stats.peak = this.stats.live;
+    this.stats.peakReserved = this.stats.live + this.stats.pooled;
   }
 
   /** Destroy every pooled (released) buffer. */

@@ -80,9 +80,17 @@ export interface Kernel {
   readonly nBindings: number;
 }
 
+/** Counters of the context's work since it was created (take differences for a step or a region). */
 export interface DispatchStats {
+  /** Dispatches encoded. */
   dispatches: number;
+  /** Command buffers submitted. */
   submits: number;
+  /**
+   * Milliseconds the host spent waiting for the GPU in `read()` and `sync()`. A loop's wall time minus this is
+   * the time the host was busy (encoding, JavaScript): when that is below the wall time, the GPU is the limit.
+   */
+  waitMs: number;
 }
 
 const SLOT = 256;
@@ -92,7 +100,7 @@ const RING_SLOTS = 4096;
 export class Context {
   readonly info: ContextInfo;
   readonly profiler: Profiler;
-  readonly stats: DispatchStats = { dispatches: 0, submits: 0 };
+  readonly stats: DispatchStats = { dispatches: 0, submits: 0, waitMs: 0 };
   private pool: BufferPool;
   /** Compiled kernels by `kernelBaseKey` (everything but the code), each list told apart by its exact code
    *  text: a hit costs a string comparison (a pointer compare for the same string object), not a hash of
@@ -140,13 +148,15 @@ export class Context {
     });
   }
 
-  /** Bytes live, pooled and peak. */
+  /** Bytes of GPU storage buffers live, pooled and at their peaks (see {@link MemoryStats}). */
   get memory(): MemoryStats {
     return { ...this.pool.stats };
   }
 
+  /** Start `memory.peak` and `memory.peakReserved` over from what is held now (as PyTorch's
+   *  `torch.cuda.reset_peak_memory_stats`). */
   resetPeak(): void {
-    this.pool.stats.peak = this.pool.stats.live;
+    this.pool.resetPeak();
   }
 
   /** Limit on one storage binding in bytes, a multiple of 4 (tensors larger than this are bound in chunks):
@@ -204,11 +214,14 @@ export class Context {
     this.endPass();
     this.enc().copyBufferToBuffer(buf.gpu, byteOffset, staging, 0, n);
     this.flush();
+    const t0 = performance.now();
     try {
       await staging.mapAsync(GPUMapMode.READ);
     } catch (e) {
       this.check();
       throw new DeviceError(`reading a buffer back failed: ${(e as Error).message}`, { cause: e });
+    } finally {
+      this.stats.waitMs += performance.now() - t0;
     }
     const out = staging.getMappedRange().slice(0, byteLength);
     staging.unmap();
@@ -356,7 +369,9 @@ export class Context {
   async sync(): Promise<void> {
     this.check();
     this.flush();
+    const t0 = performance.now();
     await this.device.queue.onSubmittedWorkDone();
+    this.stats.waitMs += performance.now() - t0;
     this.check();
   }
 
