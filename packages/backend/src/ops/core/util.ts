@@ -1,9 +1,10 @@
 import type { Context, Kernel } from '../../context';
 import { cachedKernel as sharedCachedKernel } from '../../kernel-cache';
-import { floatNames, isFloat, storageBytes, type DType } from '../../dtype';
+import * as checks from '../../checks';
+import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import type { KernelDef } from '../../kernel';
-import { numel, type DeviceTensor } from '../../tensor';
+import type { DeviceTensor } from '../../tensor';
 
 /** Most dimensions the strided kernels (broadcasting binary ops, gathers) take after merging dims. */
 export const MAX_RANK = 6;
@@ -88,32 +89,19 @@ export function padRank(dims: readonly number[], strides: readonly (readonly num
   };
 }
 
+// Argument checks: the backend's shared ones (checks.ts) in the argument order the core and quant ops use.
+export { fmtShape, sameShape } from '../../checks';
+
 export function assertFloat(t: DeviceTensor, op: string, name = 'input'): void {
-  if (!isFloat(t.dtype)) throw new ShapeError(`${op}: ${name} has dtype ${t.dtype}; expected ${floatNames()}`);
+  checks.assertFloat(t, `${op}: ${name}`);
 }
 
-export function sameShape(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((d, i) => d === b[i]);
-}
-
-export function fmtShape(s: readonly number[]): string {
-  return `[${s.join(', ')}]`;
-}
-
-/** Check an `out` tensor given to an op: its dtype, the shape the op produces, and no input in its buffer
- *  (WebGPU refuses a buffer bound both for reading and for writing in one dispatch). */
+/** Check an `out` tensor given to an op (see `checks.checkOut`). */
 export function checkOut(out: DeviceTensor, shape: readonly number[], op: string, dtype: DType = 'f32', inputs: readonly DeviceTensor[] = []): void {
-  if (inputs.some((t) => t.buffer === out.buffer)) throw new ShapeError(`${op}: out must not share its buffer with an input`);
-  if (out.dtype !== dtype) throw new ShapeError(`${op}: out has dtype ${out.dtype}; expected ${dtype}`);
-  if (!sameShape(out.shape, shape)) throw new ShapeError(`${op}: out has shape ${fmtShape(out.shape)}; expected ${fmtShape(shape)}`);
+  checks.checkOut(out, shape, `${op}: out`, dtype, inputs);
 }
 
 /** Refuse tensors larger than one storage binding (they would need chunked binding). */
 export function checkBinding(ctx: Context, t: DeviceTensor, op: string, name: string): void {
-  const bytes = storageBytes(t.dtype, numel(t.shape));
-  if (bytes > ctx.maxBinding)
-    throw new ShapeError(
-      `${op}: ${name} ${t.dtype}${fmtShape(t.shape)} occupies ${bytes} bytes, more than one storage binding ` +
-        `allows on this adapter (${ctx.maxBinding}); split it along its rows`,
-    );
+  checks.checkBindable(ctx, op, [t, name]);
 }

@@ -2,13 +2,18 @@
  *  workgroup reductions) and argument checks. Internal to `ops/llm`. */
 import type { BufferBinding, Context, Kernel } from '../../context';
 import type { DType } from '../../dtype';
-import { floatNames, isFloat, isHalf, storageBytes } from '../../dtype';
+import { isHalf, storageBytes } from '../../dtype';
+import { fmtShape as fmt } from '../../checks';
 import { ShapeError } from '../../errors';
 import { formatOf } from '../../format';
+import { cachedKernel } from '../../kernel-cache';
 import type { KernelDef } from '../../kernel';
 import { numel, type DeviceTensor } from '../../tensor';
 
-export const fmt = (s: readonly number[]): string => `[${s.join(', ')}]`;
+// Argument checks and the workgroup grid are the backend's shared ones (checks.ts, grid.ts), under the names
+// the llm ops use.
+export { assertFloat as checkFloat, checkBindable, checkOut, fmtShape as fmt, sameShape } from '../../checks';
+export { grid2d as grid } from '../../grid';
 
 /** Largest workgroup this device runs (at most 1024). */
 export function maxWorkgroup(ctx: Context): number {
@@ -46,13 +51,6 @@ export function rowShape(ctx: Context, units: number, family: keyof typeof SHAPE
   return { wg: Math.min(maxWorkgroup(ctx), o.swg), nv: 0 };
 }
 
-/** Workgroup grid for `n` workgroups (x, y within 65535); kernels use `wid.x + wid.y * nwg.x` and guard. */
-export function grid(n: number): [number, number] {
-  const max = 65535;
-  if (n <= max) return [Math.max(1, n), 1];
-  const y = Math.ceil(n / max);
-  return [Math.ceil(n / y), y];
-}
 
 /** WGSL text: constants, the vector alias `V` (f32 or vec2f) and loaders/storers for the given bindings.
  *  `ld_<name>(e) -> V` reads elements e (and e+1 when VEC = 2; e even) of a read binding (or of an f32 rw
@@ -202,40 +200,13 @@ export function vecFor(d: number, dtypes: readonly DType[]): 1 | 2 {
   return llmTuning.vec2 && d % 2 === 0 && dtypes.some(isHalf) ? 2 : 1;
 }
 
-export function checkFloat(t: DeviceTensor, what: string): void {
-  if (!isFloat(t.dtype))
-    throw new ShapeError(`${what} must be ${floatNames()}, got ${t.dtype}${fmt(t.shape)}`);
-}
 
 export function checkInt(t: DeviceTensor, what: string): void {
   if (t.dtype !== 'i32') throw new ShapeError(`${what} must be i32, got ${t.dtype}${fmt(t.shape)}`);
 }
 
-/** An `out` tensor given by the caller must be f32 of the expected shape. */
-export function checkOut(t: DeviceTensor, shape: readonly number[], what: string): void {
-  if (t.dtype !== 'f32' || !sameShape(t.shape, shape))
-    throw new ShapeError(`${what} must be f32${fmt(shape)}, got ${t.dtype}${fmt(t.shape)}`);
-  if (t.buffer.size < storageBytes('f32', numel(shape)))
-    throw new ShapeError(`${what} buffer (${t.buffer.size} bytes) is too small for f32${fmt(shape)}`);
-}
 
-export function sameShape(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((d, i) => d === b[i]);
-}
 
-/** Every tensor a kernel binds whole must fit one storage binding (see {@link rowChunks} for those that are
- *  split along their rows). */
-export function checkBindable(ctx: Context, op: string, ...ts: [DeviceTensor, string][]): void {
-  const max = ctx.maxBinding;
-  for (const [t, name] of ts) {
-    const bytes = storageBytes(t.dtype, numel(t.shape));
-    if (bytes > max)
-      throw new ShapeError(
-        `${op}: ${name} ${t.dtype}${fmt(t.shape)} is ${bytes} bytes, over this device's storage binding limit ` +
-          `(maxStorageBufferBindingSize ${max}); split it along its rows`,
-      );
-  }
-}
 
 /** Bytes per element of a float/int storage dtype as laid out in a buffer (16-bit types are packed). */
 export function elemBytes(t: DeviceTensor): number {
@@ -308,14 +279,8 @@ export function bindUnits(plan: RowChunks, t: DeviceTensor, unitBytes: number, u
   return plan.whole ? t.buffer : sliceUnits(t, unitBytes, u0, u1);
 }
 
-const memo = new WeakMap<Context, Map<string, Kernel>>();
-
-/** Compile a kernel once per context under `key`, which must name every choice that changes the def (`key`
- *  is also the def's name; the context's pipeline key also hashes the WGSL text). */
+/** The kernel for `key` from the backend's one kernel cache (`kernel-cache.ts`, keys in the 'llm:' namespace),
+ *  built once per context; `key` must name every choice that changes the def and is also the def's name. */
 export function llmKernel(ctx: Context, key: string, make: () => Omit<KernelDef, 'name'>): Kernel {
-  let m = memo.get(ctx);
-  if (!m) memo.set(ctx, (m = new Map()));
-  let k = m.get(key);
-  if (!k) m.set(key, (k = ctx.kernel({ name: key, ...make() })));
-  return k;
+  return cachedKernel(ctx, `llm:${key}`, () => ({ name: key, ...make() }));
 }

@@ -3,7 +3,8 @@ import { cachedKernel as sharedCachedKernel } from '../../kernel-cache';
 import fillWgsl from '../../../../../shaders/optim-fill.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context, Kernel } from '../../context';
-import { floatNames, isFloat, storageBytes } from '../../dtype';
+import * as checks from '../../checks';
+import { fmtShape } from '../../checks';
 import { ConfigError, ShapeError } from '../../errors';
 import { grid1d } from '../../grid';
 import type { BindingSpec, KernelDef } from '../../kernel';
@@ -62,7 +63,7 @@ export function optionalInputs(opts: readonly Optional[]): { bindings: BindingSp
   return { bindings, prefix };
 }
 
-export const fmtShape = (s: readonly number[]): string => `[${s.join(', ')}]`;
+export { fmtShape } from '../../checks';
 
 /** Throw unless `t` is an f32 tensor (what in-place optimizer state must be). */
 export function assertF32(t: DeviceTensor, what: string, op: string): void {
@@ -71,17 +72,12 @@ export function assertF32(t: DeviceTensor, what: string, op: string): void {
 
 /** Throw unless `t` has a float dtype (f32, f16 or bf16: what gradients may be). */
 export function assertFloat(t: DeviceTensor, what: string, op: string): void {
-  if (!isFloat(t.dtype)) throw new ShapeError(`${op}: ${what} must be ${floatNames()}, got ${t.dtype}${fmtShape(t.shape)}`);
+  checks.assertFloat(t, `${op}: ${what}`);
 }
 
 /** Throw unless `t` fits one storage binding of this device (the runtime binds whole buffers at offset 0). */
 export function assertBindable(ctx: Context, t: DeviceTensor, what: string, op: string): void {
-  const bytes = storageBytes(t.dtype, numel(t.shape));
-  if (bytes > ctx.maxBinding)
-    throw new ShapeError(
-      `${op}: ${what} ${t.dtype}${fmtShape(t.shape)} is ${bytes} bytes, more than this device binds at once ` +
-        `(maxStorageBufferBindingSize ${ctx.maxBinding}); split it into smaller tensors`,
-    );
+  checks.checkBindable(ctx, op, [t, what]);
 }
 
 /** Throw unless `t` is a 32-bit tensor with at least `min` elements (GPU scalars, flags, small states). */
