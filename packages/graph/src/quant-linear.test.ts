@@ -2,7 +2,7 @@
 // gradient; LoRA on a quantized base trains the same adapter gradients as on the dequantized dense base; merging
 // goes through dequantizeLinears.
 import { cast, createContext, download, quantSpec, testing, type Context } from '@rusty/backend';
-import { noGrad, randn, sum, Tensor } from '@rusty/autograd';
+import { linear, noGrad, randn, sum, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Linear } from './layers';
 import { applyLora, loraModules, mergeLora } from './lora';
@@ -59,6 +59,27 @@ describe('QuantLinear', () => {
       q.dispose();
       ref.dispose();
     });
+
+  it("compute 'f16' (QLoRA's mixed precision): forward and input gradient equal the dense Linear of the dequantized weight in f16", async () => {
+    const dense = new Linear(ctx, 40, 72, { seed: 6, std: 0.1, bias: true });
+    const q = QuantLinear.fromLinear(dense, quantSpec('nf4', 64, true));
+    q.compute = 'f16';
+    const ref = q.toLinear('f32');
+    const x1 = X(21, 33);
+    const x2 = X(21, 33);
+    const y1 = q.forward(x1);
+    const y2 = linear(x2, ref.weight, ref.bias, { compute: 'f16' });
+    const y32 = await noGrad(() => ref.forward(X(21, 33))).toArray();
+    const got = await y1.toArray();
+    expect(rel(got, await y2.toArray())).toBeLessThan(1e-5);
+    expect(rel(got, y32)).toBeGreaterThan(1e-5); // the products really ran on f16-rounded inputs
+    sum(y1).backward();
+    sum(y2).backward();
+    expect(rel(await x1.grad!.toArray(), await x2.grad!.toArray())).toBeLessThan(1e-5);
+    q.dispose();
+    ref.dispose();
+    dense.dispose();
+  });
 
   it('quantizeLinears leaves the LM head; LoRA on the quantized base has the gradients of LoRA on the dense dequantized base', async () => {
     const qm = new Tiny(ctx, true);

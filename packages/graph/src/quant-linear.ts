@@ -29,6 +29,12 @@ export class QuantLinear extends Module {
   readonly weight: Tensor;
   readonly bias: Tensor | null;
   private state: Omit<QuantTensor, 'data'>;
+  /**
+   * The products' precision: `'f16'` dequantizes W into a transient f16 matrix per call and multiplies on f16
+   * inputs with f32 accumulation (QLoRA's compute dtype; tensor cores where the adapter has them), `'f32'` runs
+   * the fused dequantizing kernels on the input as given. Unset: `'f16'` for an f16 input, else `'f32'`.
+   */
+  compute?: 'f32' | 'f16';
 
   constructor(
     ctx: Context,
@@ -67,7 +73,7 @@ export class QuantLinear extends Module {
   }
 
   forward(x: Tensor): Tensor {
-    return quantLinear(x, this.quant, this.bias);
+    return quantLinear(x, this.quant, this.bias, { compute: this.compute });
   }
 
   /** Quantize a float weight [out, in] on the GPU (the caller keeps, and releases, `w`). */
