@@ -86,11 +86,6 @@ export interface DispatchStats {
   dispatches: number;
   /** Command buffers submitted. */
   submits: number;
-  /**
-   * Milliseconds the host spent waiting for the GPU in `read()` and `sync()`. A loop's wall time minus this is
-   * the time the host was busy (encoding, JavaScript): when that is below the wall time, the GPU is the limit.
-   */
-  waitMs: number;
 }
 
 const SLOT = 256;
@@ -100,7 +95,7 @@ const RING_SLOTS = 4096;
 export class Context {
   readonly info: ContextInfo;
   readonly profiler: Profiler;
-  readonly stats: DispatchStats = { dispatches: 0, submits: 0, waitMs: 0 };
+  readonly stats: DispatchStats = { dispatches: 0, submits: 0 };
   private pool: BufferPool;
   /** Compiled kernels by `kernelBaseKey` (everything but the code), each list told apart by its exact code
    *  text: a hit costs a string comparison (a pointer compare for the same string object), not a hash of
@@ -214,14 +209,11 @@ export class Context {
     this.endPass();
     this.enc().copyBufferToBuffer(buf.gpu, byteOffset, staging, 0, n);
     this.flush();
-    const t0 = performance.now();
     try {
       await staging.mapAsync(GPUMapMode.READ);
     } catch (e) {
       this.check();
       throw new DeviceError(`reading a buffer back failed: ${(e as Error).message}`, { cause: e });
-    } finally {
-      this.stats.waitMs += performance.now() - t0;
     }
     const out = staging.getMappedRange().slice(0, byteLength);
     staging.unmap();
@@ -369,9 +361,7 @@ export class Context {
   async sync(): Promise<void> {
     this.check();
     this.flush();
-    const t0 = performance.now();
     await this.device.queue.onSubmittedWorkDone();
-    this.stats.waitMs += performance.now() - t0;
     this.check();
   }
 
