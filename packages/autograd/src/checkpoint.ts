@@ -1,5 +1,6 @@
 import type { DeviceTensor } from '@rusty/backend';
 import { backward } from './engine';
+import { autocast, computeDtype } from './ops/autocast';
 import type { Node } from './node';
 import { isGradEnabled, noGrad } from './scope';
 import { releaseRef, retain } from './storage';
@@ -14,6 +15,7 @@ export function checkpoint(fn: (...inputs: Tensor[]) => Tensor, ...inputs: Tenso
   const ctx = inputs[0]!.ctx;
   if (!isGradEnabled()) return fn(...inputs);
   const out = noGrad(() => fn(...inputs));
+  const dtype = computeDtype(); // the recomputation runs under the autocast scope the forward ran in
   const saved = inputs.map((t) => {
     retain(t.data.buffer);
     return t.data;
@@ -30,7 +32,7 @@ export function checkpoint(fn: (...inputs: Tensor[]) => Tensor, ...inputs: Tenso
         t.requiresGrad = inputs[i]!.requiresGrad;
         return t;
       });
-      const y = fn(...again);
+      const y = autocast(dtype, () => fn(...again));
       const g = new Tensor(ctx, grads[0]! as DeviceTensor, false, null, 0, false);
       retain(g.data.buffer);
       if (y.requiresGrad) backward(y, g);

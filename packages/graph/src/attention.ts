@@ -1,5 +1,5 @@
 import type { Context } from '@rusty/backend';
-import { attention, reshape, rope, Tensor, tidy } from '@rusty/autograd';
+import { attention, reshape, rope, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
 import type { KVCache } from './kv-cache';
 import { Linear, RMSNorm, type InitOptions } from './layers';
@@ -74,13 +74,15 @@ export class Attention extends Module {
     const [b, t] = x.shape as [number, number, number];
     const { numAttentionHeads: nq, numKeyValueHeads: nkv, headDim: d } = this.config;
     const offset = cache ? cache.kv.length : 0;
-    let q = reshape(proj(this, 'q_proj').forward(x), [b, t, nq, d]);
-    let k = reshape(proj(this, 'k_proj').forward(x), [b, t, nkv, d]);
+    // under f16 autocast: one f16 copy of x for the three projections (what their backward keeps)
+    const xc = toCompute(x);
+    let q = reshape(proj(this, 'q_proj').forward(xc), [b, t, nq, d]);
+    let k = reshape(proj(this, 'k_proj').forward(xc), [b, t, nkv, d]);
     if (this.qNorm) q = this.qNorm.forward(q);
     if (this.kNorm) k = this.kNorm.forward(k);
     q = rope(q, invFreq, { positionOffset: offset });
     k = rope(k, invFreq, { positionOffset: offset });
-    const v = reshape(proj(this, 'v_proj').forward(x), [b, t, nkv, d]);
+    const v = reshape(proj(this, 'v_proj').forward(xc), [b, t, nkv, d]);
     const o = cache ? cache.kv.attend(cache.layer, q, k, v, this.kernel) : attention(q, k, v, { causal: true, ...this.kernel });
     return proj(this, 'o_proj').forward(reshape(o, [b, t, nq * d]));
   }

@@ -8,7 +8,7 @@ import {
   type Context,
   type DType,
 } from '@rusty/backend';
-import { checkpoint, crossEntropy, linear, reshape, scale, tanh, Tensor, tidy } from '@rusty/autograd';
+import { autocast, checkpoint, crossEntropy, linear, reshape, scale, tanh, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import type { DecoderLayer } from './architecture';
 import type { ModelConfig, RopeConfig } from './config';
 import type { KVCache } from './kv-cache';
@@ -33,6 +33,9 @@ export interface ModelOptions {
   ropeDtype?: 'f32' | 'f16' | 'bf16';
   /** Recompute each decoder layer in backward instead of keeping its activations. */
   gradientCheckpointing?: boolean;
+  /** Precision of the projections and attention (see {@link CausalLM.computeDtype}). Default null: the
+   *  enclosing `autocast` scope's. */
+  computeDtype?: ComputeDtype | null;
 }
 
 /** Output of `forwardWithHidden`. */
@@ -61,6 +64,15 @@ export class CausalLM extends Module {
   readonly norm: RMSNorm;
   lmHead: Linear | null;
   gradientCheckpointing: boolean;
+  /**
+   * Precision of every projection (the decoder's Linear and LoRA layers, the LM head or tied embedding head)
+   * and of attention, as PyTorch's autocast: `'f16'` rounds their inputs to f16 and accumulates in f32 (tensor
+   * cores where the adapter has subgroup matrices), keeping the f16 copies for backward; norms, softmax, rotary
+   * tables, residual adds, the loss and reductions stay f32, as do the outputs and all gradients. `'f32'`: all
+   * f32. `null` (default): whatever the enclosing `autocast` scope says (`'f32'` outside one; the Trainer's
+   * `mixedPrecision` opens one). Set it with {@link setComputeDtype}.
+   */
+  computeDtype: ComputeDtype | null;
   private invFreq: Tensor;
   private localInvFreq: Tensor | null;
 
@@ -85,6 +97,7 @@ export class CausalLM extends Module {
       ? null
       : this.registerModule('lm_head', new Linear(ctx, config.hiddenSize, config.vocabSize, { ...init, seed: (init.seed ?? 0) * 1000 + 998 }));
     this.gradientCheckpointing = opts.gradientCheckpointing ?? false;
+    this.computeDtype = opts.computeDtype ?? null;
     this.invFreq = invFreqTensor(ctx, config, config.rope, opts.ropeDtype);
     const local = config.localRope && config.layerTypes.includes('sliding_attention');
     this.localInvFreq = local ? invFreqTensor(ctx, config, config.localRope!, opts.ropeDtype) : null;
@@ -95,7 +108,17 @@ export class CausalLM extends Module {
     return this.forwardWithHidden(inputIds, { cache }).logits;
   }
 
+  /** Set {@link computeDtype} (`null`: follow the enclosing `autocast` scope). */
+  setComputeDtype(dtype: ComputeDtype | null): this {
+    this.computeDtype = dtype;
+    return this;
+  }
+
   forwardWithHidden(inputIds: Tensor, opts: { cache?: KVCache; outputHiddenStates?: boolean } = {}): CausalLMOutput {
+    return autocast(this.computeDtype, () => this.run(inputIds, opts));
+  }
+
+  private run(inputIds: Tensor, opts: { cache?: KVCache; outputHiddenStates?: boolean }): CausalLMOutput {
     return tidy(() => {
       const c = this.config;
       const hidden: Tensor[] = [];

@@ -1,5 +1,5 @@
 import { accumulate, cast as castKernel, ConfigError, matmul as mm, type DeviceTensor } from '@rusty/backend';
-import { add, linear, noGrad, randu, releaseRef, scale, Tensor } from '@rusty/autograd';
+import { add, linear, noGrad, randu, releaseRef, scale, Tensor, tidy, toCompute } from '@rusty/autograd';
 import { Linear } from './layers';
 import { Module } from './module';
 import { QuantLinear } from './quant-linear';
@@ -52,10 +52,15 @@ export class LoraLinear extends Module {
     this.scaling = useRslora ? alpha / Math.sqrt(r) : alpha / r;
   }
 
+  /** Under an f16 autocast scope the base product and both low-rank products run on f16 inputs (one f16 copy
+   *  of x shared by the base and A; a quantized base reads x as given). */
   forward(x: Tensor): Tensor {
-    const y = this.base.forward(x);
-    if (this.merged) return y;
-    return add(y, scale(linear(linear(x, this.loraA), this.loraB), this.scaling));
+    if (this.merged) return this.base.forward(x);
+    return tidy(() => {
+      const xc = toCompute(x);
+      const y = this.base.forward(this.base instanceof QuantLinear ? x : xc);
+      return add(y, scale(linear(linear(xc, this.loraA), this.loraB), this.scaling));
+    });
   }
 
   /** Swap the wrapped layer for one of the same shape (a quantized base for its dequantized Linear before a merge). */

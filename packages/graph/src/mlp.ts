@@ -1,5 +1,5 @@
 import type { Context } from '@rusty/backend';
-import { geluTanhGate, swiglu, Tensor, tidy } from '@rusty/autograd';
+import { geluTanhGate, swiglu, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
 import { proj } from './attention';
 import { Linear, type InitOptions } from './layers';
@@ -26,7 +26,10 @@ export class GatedMLP extends Module {
 
   forward(x: Tensor): Tensor {
     const gate = this.config.hiddenAct === 'gelu_tanh' ? geluTanhGate : swiglu;
-    return tidy(() => proj(this, 'down_proj').forward(gate(proj(this, 'gate_proj').forward(x), proj(this, 'up_proj').forward(x))));
+    return tidy(() => {
+      const xc = toCompute(x); // one f16 copy for gate and up under f16 autocast
+      return proj(this, 'down_proj').forward(gate(proj(this, 'gate_proj').forward(xc), proj(this, 'up_proj').forward(xc)));
+    });
   }
 
   /** HF parameter names (relative to the module) and shapes for a config. */

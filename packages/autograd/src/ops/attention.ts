@@ -1,7 +1,8 @@
-import { flashAttention, flashAttentionBackward, type DeviceTensor } from '@rusty/backend';
+import { cast, flashAttention, flashAttentionBackward, type Context, type DeviceTensor } from '@rusty/backend';
 import { defineOp } from '../op';
 import { releaseRef } from '../storage';
 import type { Tensor } from '../tensor';
+import { computeDtype } from './autocast';
 
 export interface AttentionOpts {
   /** Causal mask (default true). */
@@ -20,11 +21,23 @@ export interface AttentionOpts {
   softcap?: number | null;
 }
 
-const attentionOp = defineOp<AttentionOpts>({
+/** `t` in f16: itself when it is f16 already, else a new cast (the caller releases what is not an input). */
+const half = (ctx: Context, t: DeviceTensor): DeviceTensor => (t.dtype === 'f16' ? t : cast(ctx, t, 'f16'));
+
+const attentionOp = defineOp<AttentionOpts & { f16: boolean }>({
   name: 'attention',
   forward: (ctx, [q, k, v], o) => {
-    const { out, lse } = flashAttention(ctx, q!, k!, v!, o);
-    return { outputs: out, saved: [q!, k!, v!, out, lse] };
+    if (!o.f16) {
+      const { out, lse } = flashAttention(ctx, q!, k!, v!, o);
+      return { outputs: out, saved: [q!, k!, v!, out, lse] };
+    }
+    // mixed precision: f16 inputs (the f16 copies are what backward keeps), f32 softmax statistics and
+    // accumulation inside the kernel, the output rounded to f16 (what the next projection reads anyway)
+    const [qh, kh, vh] = [q!, k!, v!].map((t) => half(ctx, t)) as [DeviceTensor, DeviceTensor, DeviceTensor];
+    const { out, lse } = flashAttention(ctx, qh, kh, vh, o);
+    const oh = cast(ctx, out, 'f16');
+    ctx.release(out.buffer);
+    return { outputs: oh, saved: [qh, kh, vh, oh, lse] };
   },
   backward: (ctx, [g], [q, k, v, out, lse], inputs, o) => {
     const { dq, dk, dv } = flashAttentionBackward(ctx, g!, q!, k!, v!, out!, lse!, o);
@@ -39,7 +52,9 @@ const attentionOp = defineOp<AttentionOpts>({
 
 /**
  * Fused scaled-dot-product attention (flash style: the [T, S] scores never reach memory) with grouped-query
- * heads: q [B, T, Hq, D], k and v [B, S, Hkv, D] -> [B, T, Hq, D]. Backward is deterministic.
+ * heads: q [B, T, Hq, D], k and v [B, S, Hkv, D] -> [B, T, Hq, D] (f32; f16 under an f16 {@link autocast}
+ * scope, where q, k and v are rounded to f16 and kept in f16 for backward, softmax statistics f32). Backward
+ * is deterministic; the gradients of q, k, v are f32.
  */
 export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOpts = {}): Tensor {
   return attentionOp([q, k, v], {
@@ -49,5 +64,6 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOpts =
     keyMask: opts.keyMask,
     slidingWindow: opts.slidingWindow,
     softcap: opts.softcap,
+    f16: computeDtype() === 'f16',
   });
 }

@@ -1,6 +1,6 @@
 import { createContext, f16BitsToF32, f32ToF16Bits, type Context } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { linear, mul, sum, Tensor } from '../index';
+import { autocast, checkpoint, computeDtype, linear, mul, sum, Tensor, toCompute } from '../index';
 import { randn } from '../random';
 
 let ctx: Context;
@@ -65,5 +65,33 @@ describe("linear with compute: 'f16' (mixed precision)", () => {
     const y32 = await linear(x, w, b).toArray();
     expect(relErr(y32, yRef)).toBeGreaterThan(1e-5);
     for (const t of [x, w, b, c, y, loss]) t.dispose();
+  });
+
+  it("autocast('f16') makes plain linear calls f16 (checkpoint recomputes under it); nothing leaks out of the scope", async () => {
+    const [R, IN, OUT] = [6, 23, 9];
+    const x = Tensor.fromArray(ctx, randn(R * IN, 5), [R, IN], { requiresGrad: true });
+    const w = Tensor.fromArray(ctx, randn(OUT * IN, 6), [OUT, IN], { requiresGrad: true });
+    const want = await linear(x, w, null, { compute: 'f16' }).toArray();
+    const y32 = await linear(x, w).toArray();
+    expect(relErr(y32, want)).toBeGreaterThan(1e-6);
+    const got = autocast('f16', () => {
+      expect(computeDtype()).toBe('f16');
+      expect(toCompute(x).dtype).toBe('f16');
+      return linear(x, w);
+    });
+    expect(computeDtype()).toBe('f32');
+    expect(toCompute(x)).toBe(x);
+    expect(relErr(await got.toArray(), want)).toBe(0);
+    // gradients through a checkpoint: the recomputation in backward must run in f16 like the forward
+    const ref = linear(x, w, null, { compute: 'f16' });
+    sum(ref).backward();
+    const dw = await w.grad!.toArray();
+    w.zeroGrad();
+    x.zeroGrad();
+    const ck = autocast('f16', () => checkpoint((a) => linear(a, w), x));
+    sum(ck).backward();
+    expect(relErr(await w.grad!.toArray(), dw)).toBe(0);
+    expect(() => autocast('bf16' as 'f16', () => 0)).toThrow(/compute dtype must be 'f32' or 'f16'/);
+    for (const t of [x, w, got, ref, ck]) t.dispose();
   });
 });

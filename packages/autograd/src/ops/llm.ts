@@ -1,5 +1,6 @@
 import {
   addRmsNorm as addRmsNormKernel,
+  cast as castKernel,
   crossEntropy as crossEntropyKernel,
   embedding as embeddingKernel,
   embeddingBackward,
@@ -13,12 +14,14 @@ import {
   rmsNormBackward,
   rope as ropeKernel,
   ropeBackward,
+  type Context,
   type DeviceTensor,
 } from '@rusty/backend';
 import { defineOp } from '../op';
 import { isGradEnabled } from '../scope';
 import { releaseRef, retain } from '../storage';
 import { Tensor } from '../tensor';
+import { computeDtype } from './autocast';
 import { reshape } from './shape';
 
 /** Options of {@link rmsNorm} and {@link addRmsNorm}. */
@@ -95,21 +98,27 @@ function keepIf(ctx: Parameters<typeof releaseRef>[0], t: DeviceTensor, keep: bo
   return null;
 }
 
-const swigluOp = defineOp({
+/** What a gated activation keeps for backward: its inputs, or f16 copies of them under an f16 autocast scope
+ *  (the gradient reads them in f32 arithmetic either way; half the memory of the MLP's widest activations). */
+function gateSaved(ctx: Context, g: DeviceTensor, u: DeviceTensor, f16: boolean): DeviceTensor[] {
+  return f16 ? [g, u].map((t) => (t.dtype === 'f16' ? t : castKernel(ctx, t, 'f16'))) : [g, u];
+}
+
+const swigluOp = defineOp<{ f16: boolean }>({
   name: 'swiglu',
-  forward: (ctx, [g, u]) => ({ outputs: swigluKernel(ctx, g!, u!), saved: [g!, u!] }),
+  forward: (ctx, [g, u], { f16 }) => ({ outputs: swigluKernel(ctx, g!, u!), saved: gateSaved(ctx, g!, u!, f16) }),
   backward: (ctx, [d], [g, u], [mg, mu]) => {
     const { dgate, dup } = swigluBackward(ctx, d!, g!, u!);
     return [keepIf(ctx, dgate, mg!.requiresGrad), keepIf(ctx, dup, mu!.requiresGrad)];
   },
 });
 
-/** Fused SwiGLU: silu(gate) * up. */
-export const swiglu = (gate: Tensor, up: Tensor): Tensor => swigluOp([gate, up]);
+/** Fused SwiGLU: silu(gate) * up (in f32; under an f16 autocast scope its inputs are kept in f16 for backward). */
+export const swiglu = (gate: Tensor, up: Tensor): Tensor => swigluOp([gate, up], { f16: computeDtype() === 'f16' });
 
-const geluTanhGateOp = defineOp({
+const geluTanhGateOp = defineOp<{ f16: boolean }>({
   name: 'gelu_tanh_gate',
-  forward: (ctx, [g, u]) => ({ outputs: geluTanhGateKernel(ctx, g!, u!), saved: [g!, u!] }),
+  forward: (ctx, [g, u], { f16 }) => ({ outputs: geluTanhGateKernel(ctx, g!, u!), saved: gateSaved(ctx, g!, u!, f16) }),
   backward: (ctx, [d], [g, u], [mg, mu]) => {
     const { dgate, dup } = geluTanhGateBackward(ctx, d!, g!, u!);
     return [keepIf(ctx, dgate, mg!.requiresGrad), keepIf(ctx, dup, mu!.requiresGrad)];
@@ -117,8 +126,8 @@ const geluTanhGateOp = defineOp({
 });
 
 /** Fused GELU-tanh gating (Gemma's MLP, HF `gelu_pytorch_tanh`): gelu_tanh(gate) * up with
- *  gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-export const geluTanhGate = (gate: Tensor, up: Tensor): Tensor => geluTanhGateOp([gate, up]);
+ *  gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); saved like {@link swiglu}. */
+export const geluTanhGate = (gate: Tensor, up: Tensor): Tensor => geluTanhGateOp([gate, up], { f16: computeDtype() === 'f16' });
 
 const embeddingOp = defineOp<{ paddingIdx: number | null }>({
   name: 'embedding',

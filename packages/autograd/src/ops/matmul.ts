@@ -2,6 +2,7 @@ import { cast, matmul as mm, numel, reduce, ShapeError, type Context, type Devic
 import { defineOp } from '../op';
 import { releaseRef } from '../storage';
 import type { Tensor } from '../tensor';
+import { computeDtype, type ComputeDtype } from './autocast';
 import { fmt, sumToShape } from './util';
 
 interface MatmulAttrs {
@@ -70,9 +71,10 @@ const linearOp = defineOp<{ hasBias: boolean }>({
 
 /**
  * `linear` with f16 products (mixed precision, as PyTorch autocast runs a Linear): x and W are rounded to f16
- * (W kept as is when it is stored in f16), the products accumulate in f32 (tensor cores where the adapter has
- * them, `matmul`'s f16 x f16 path), outputs and gradients are f32. Saved for backward: x and W in f16 (half
- * the activation memory of the f32 op); backward rounds the incoming gradient to f16 for its two products.
+ * (each kept as is when already f16), the products accumulate in f32 (tensor cores where the adapter has
+ * them, `matmul`'s f16 x f16 path), outputs and gradients are f32. Saved for backward: x in f16 (half the
+ * activation memory of the f32 op) and W as stored (a 16-bit frozen weight is not duplicated: a weight that is
+ * not f16 is cast again in backward); backward rounds the incoming gradient to f16 for its two products.
  */
 const linearF16Op = defineOp<{ hasBias: boolean }>({
   name: 'linear-f16',
@@ -80,15 +82,21 @@ const linearF16Op = defineOp<{ hasBias: boolean }>({
     const inF = w!.shape[1]!;
     if (x!.shape[x!.shape.length - 1] !== inF)
       throw new ShapeError(`linear: input ${fmt(x!.shape)} does not end in in_features ${inF} of weight ${fmt(w!.shape)}`);
-    const xh = cast(ctx, flat2(x!), 'f16');
+    const xh = x!.dtype === 'f16' ? flat2(x!) : cast(ctx, flat2(x!), 'f16');
     const wh = w!.dtype === 'f16' ? w! : cast(ctx, w!, 'f16');
     const y = mm(ctx, xh, wh, { transB: true, bias: hasBias ? b : undefined });
-    return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [xh, wh] };
+    if (wh !== w) ctx.release(wh.buffer);
+    return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [xh, w!] };
   },
-  backward: (ctx, [g], [xh, wh], [mx, mw, mb]) => {
+  backward: (ctx, [g], [xh, w], [mx, mw, mb]) => {
     const g2 = flat2(g!);
     const gh = cast(ctx, g2, 'f16');
-    const dx = mx!.requiresGrad ? { ...mm(ctx, gh, wh!), shape: [...mx!.shape] } : null;
+    let dx: DeviceTensor | null = null;
+    if (mx!.requiresGrad) {
+      const wh = w!.dtype === 'f16' ? w! : cast(ctx, w!, 'f16');
+      dx = { ...mm(ctx, gh, wh), shape: [...mx!.shape] };
+      if (wh !== w) ctx.release(wh.buffer);
+    }
     const dw = mw!.requiresGrad ? mm(ctx, gh, xh!, { transA: true }) : null;
     const db = mb?.requiresGrad ? reduce(ctx, 'sum', g2, 0) : null;
     ctx.release(gh.buffer);
@@ -99,13 +107,15 @@ const linearF16Op = defineOp<{ hasBias: boolean }>({
 /** Options of {@link linear}. */
 export interface LinearOptions {
   /** `'f16'`: products on f16 inputs with f32 accumulation (mixed precision; tensor cores where the adapter has
-   *  subgroup matrices). Default `'f32'`: the inputs as stored, f32 arithmetic. */
-  compute?: 'f32' | 'f16';
+   *  subgroup matrices). `'f32'`: the inputs as stored, f32 arithmetic. Default: the enclosing
+   *  {@link autocast} scope's compute dtype (`'f32'` outside one). */
+  compute?: ComputeDtype;
 }
 
-/** `y = x W^T + b` with HF's `[out, in]` weight (f32, f16 or bf16) over the last dim of x. */
+/** `y = x W^T + b` with HF's `[out, in]` weight (f32, f16 or bf16) over the last dim of x; f16 products under
+ *  an f16 {@link autocast} scope or `compute: 'f16'`. */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null, opts: LinearOptions = {}): Tensor {
   if (weight.rank !== 2) throw new ShapeError(`linear: weight must be [out, in], got ${fmt(weight.shape)}`);
-  const op = opts.compute === 'f16' ? linearF16Op : linearOp;
+  const op = (opts.compute ?? computeDtype()) === 'f16' ? linearF16Op : linearOp;
   return bias ? op([x, weight, bias], { hasBias: true }) : op([x, weight], { hasBias: false });
 }

@@ -89,7 +89,7 @@ export function mean(x: Tensor, axes?: number | readonly number[], keepDims = fa
 const castOp = defineOp<{ dtype: DType }>({
   name: 'cast',
   forward: (ctx, [x], { dtype }) => ({ outputs: castKernel(ctx, x!, dtype) }),
-  backward: (ctx, [g], _s, [m]) => [m!.dtype === 'f32' ? unary(ctx, 'scale', g!, 1) : castKernel(ctx, g!, 'f32')],
+  backward: (ctx, [g], _s, [m]) => [m!.dtype === 'f32' && g!.dtype === 'f32' ? view(g!, m!.shape) : castKernel(ctx, g!, 'f32')],
 });
 
 /** Convert to another float storage dtype (gradients flow back as f32). */
