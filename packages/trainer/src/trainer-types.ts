@@ -38,6 +38,9 @@ export interface StepMetrics {
   elapsed: number;
   /** Seconds this step took. */
   stepTime: number;
+  /** Seconds the host spent encoding this step (data, JavaScript, command encoding; the GPU works meanwhile on
+   *  the step before). Below `stepTime`, the GPU is the limit. */
+  hostTime: number;
   /** Data epoch the step's last batch came from. */
   epoch: number;
   /** Loss scale used (with a GradScaler). */

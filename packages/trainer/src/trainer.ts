@@ -21,6 +21,8 @@ interface InFlight {
   lr: number;
   tokens: number;
   epoch: number;
+  /** Seconds the host spent encoding the step. */
+  hostTime: number;
 }
 
 const isLoader = (d: Dataset | DataLoader): d is DataLoader => d instanceof DataLoader;
@@ -130,11 +132,14 @@ export class Trainer {
   /** Encode one optimizer step on the GPU (no read-back); returns its stats tensor [loss, gradNorm, scale, foundInf]. */
   private encodeStep(): InFlight {
     const ctx = this.ctx;
+    const t0 = performance.now();
     const lr = this.optimizer.paramGroups[0]?.lr ?? 0;
     this.optimizer.zeroGrad();
     const stats = fill(ctx, [4], 0);
     try {
-      return this.encodeInto(stats, lr);
+      const f = this.encodeInto(stats, lr);
+      f.hostTime = (performance.now() - t0) / 1000;
+      return f;
     } catch (e) {
       ctx.release(stats.buffer);
       throw e;
@@ -182,7 +187,7 @@ export class Trainer {
     if (clip) ctx.release(clip.buffer);
     this.optimizer.zeroGrad();
     this.step++;
-    return { step: this.step, stats, read: ctx.read(stats.buffer, 16), lr, tokens, epoch };
+    return { step: this.step, stats, read: ctx.read(stats.buffer, 16), lr, tokens, epoch, hostTime: 0 };
   }
 
   private elapsed(): number {
@@ -215,6 +220,7 @@ export class Trainer {
       tokensPerSec: stepTime > 0 ? f.tokens / stepTime : 0,
       elapsed: this.elapsed(),
       stepTime,
+      hostTime: f.hostTime,
       epoch: f.epoch,
     };
     if (this.scaler) {
