@@ -3,6 +3,7 @@ import { DeviceError, OutOfMemoryError, RustyError, ShaderError } from './errors
 import type { SpeedToggles } from './gpu-provider';
 import { codeHash, kernelBaseKey, kernelSource, type KernelDef, type ParamSpec } from './kernel';
 import { Profiler } from './profiler';
+import { makeSubBuffer, offsetOf, releaseTarget, rootOf } from './sub-buffer';
 
 export interface ContextOptions {
   /** Substring of the adapter's name/vendor/description to pick (Node: passed to Dawn). Env: RUSTY_ADAPTER. */
@@ -173,7 +174,18 @@ export class Context {
 
   /** Return a buffer to the pool; work already encoded that uses it still sees it intact. */
   release(buf: GpuBuffer): void {
-    this.pool.release(buf);
+    const b = releaseTarget(buf);
+    if (b) this.pool.release(b);
+  }
+
+  /**
+   * A buffer that is the byte range [offset, offset + bytes) of `arena` (a buffer from `alloc`): ops bind, read,
+   * write and copy it like any buffer (see `sub-buffer.ts`). `offset` a multiple of {@link bindingAlignment},
+   * `bytes` of 4. Releasing it never pools it; the arena returns to the pool once it and all its sub-buffers
+   * are released.
+   */
+  subBuffer(arena: GpuBuffer, offset: number, bytes: number): GpuBuffer {
+    return makeSubBuffer(arena, offset, bytes, this.bindingAlignment);
   }
 
   /** Destroy pooled (released) buffers. */
@@ -196,8 +208,8 @@ export class Context {
     // The buffer is used by work encoded but not submitted yet: submit that work first, so this write lands
     // after it. (Copying small writes in-stream instead, f92d6a8, saved one submit per step but made an H200 Llama
     // training step 38 -> 44-51 ms: bisected on 2026-11-24, docs/PERFORMANCE.md.)
-    if (this.pendingIds.has(buf.id)) this.flush();
-    this.device.queue.writeBuffer(buf.gpu, byteOffset, bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (this.pendingIds.has(rootOf(buf).id)) this.flush();
+    this.device.queue.writeBuffer(buf.gpu, offsetOf(buf) + byteOffset, bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
   /** Read bytes back (a sync point: submits pending work). */
@@ -207,7 +219,7 @@ export class Context {
     const n = Math.ceil(byteLength / 4) * 4;
     const staging = this.device.createBuffer({ size: Math.max(n, 4), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     this.endPass();
-    this.enc().copyBufferToBuffer(buf.gpu, byteOffset, staging, 0, n);
+    this.enc().copyBufferToBuffer(buf.gpu, offsetOf(buf) + byteOffset, staging, 0, n);
     this.flush();
     try {
       await staging.mapAsync(GPUMapMode.READ);
@@ -226,8 +238,8 @@ export class Context {
   copy(src: GpuBuffer, dst: GpuBuffer, bytes: number, srcOffset = 0, dstOffset = 0): void {
     this.check();
     this.endPass();
-    this.enc().copyBufferToBuffer(src.gpu, srcOffset, dst.gpu, dstOffset, bytes);
-    this.pendingIds.add(src.id).add(dst.id);
+    this.enc().copyBufferToBuffer(src.gpu, offsetOf(src) + srcOffset, dst.gpu, offsetOf(dst) + dstOffset, bytes);
+    this.pendingIds.add(rootOf(src).id).add(rootOf(dst).id);
   }
 
   /** Compile (or fetch from the cache) a kernel. Compile errors surface at the next sync point; use
@@ -313,7 +325,7 @@ export class Context {
       const g = (b as GpuBuffer).gpu === undefined ? (b as BufferSlice).buffer : (b as GpuBuffer);
       if (g.released) throw new DeviceError(`kernel '${k.name}': buffer ${i} was already released`);
       key += g === b ? ':' + g.id : ':' + g.id + '@' + (b as BufferSlice).offset + '+' + (b as BufferSlice).size;
-      this.pendingIds.add(g.id);
+      this.pendingIds.add(rootOf(g).id);
     }
     let bg = this.bindGroups.get(key);
     if (!bg) bg = this.makeBindGroup(key, k, hasU, buffers);
@@ -426,22 +438,42 @@ export class Context {
       if ((b as GpuBuffer).gpu !== undefined) {
         const g = b as GpuBuffer;
         bufs.push(g);
-        entries.push({ binding: i + 1, resource: { buffer: g.gpu, offset: 0, size: Math.min(g.size, maxB) } });
+        entries.push({ binding: i + 1, resource: { buffer: g.gpu, offset: offsetOf(g), size: Math.min(g.size, maxB) } });
       } else {
         const s = b as BufferSlice;
         this.checkSlice(k, i, s);
         bufs.push(s.buffer);
-        entries.push({ binding: i + 1, resource: { buffer: s.buffer.gpu, offset: s.offset, size: s.size } });
+        entries.push({ binding: i + 1, resource: { buffer: s.buffer.gpu, offset: offsetOf(s.buffer) + s.offset, size: s.size } });
       }
     });
+    this.checkArenaUse(k, hasU, bufs);
     const bg = this.device.createBindGroup({ layout: k.layout, entries });
     this.bindGroups.set(key, bg);
     for (const b of bufs) {
-      let l = this.bindGroupsOf.get(b.id);
-      if (!l) this.bindGroupsOf.set(b.id, (l = []));
+      // under the pool buffer's id: destroying it forgets the bind groups of its sub-buffers too
+      const id = rootOf(b).id;
+      let l = this.bindGroupsOf.get(id);
+      if (!l) this.bindGroupsOf.set(id, (l = []));
       l.push(key);
     }
     return bg;
+  }
+
+  /** WebGPU refuses one buffer bound read-only and writable in the same dispatch, even as disjoint ranges: say so
+   *  for two sub-buffers of one arena (checked when a bind group is made, not per dispatch). */
+  private checkArenaUse(k: Kernel, hasU: boolean, bufs: readonly GpuBuffer[]): void {
+    const sig = hasU ? k.layoutSig.slice(1) : k.layoutSig;
+    const access = new Map<number, string>();
+    bufs.forEach((b, i) => {
+      const id = rootOf(b).id;
+      const prev = access.get(id);
+      if (prev !== undefined && prev !== sig[i])
+        throw new DeviceError(
+          `kernel '${k.name}': buffer ${i} and another binding are ranges of one arena buffer, one read-only and one ` +
+            `writable; WebGPU forbids that in one dispatch (write into a tensor outside the arena)`,
+        );
+      access.set(id, sig[i]!);
+    });
   }
 
   private checkSlice(k: Kernel, i: number, s: BufferSlice): void {
