@@ -1,0 +1,137 @@
+import { createContext, f16BitsToF32, f32ToF16Bits, testing, type Context } from '@rusty/backend';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { add, autocast, linear, mul, scale, sum, Tensor } from '../index';
+import { randn } from '../random';
+import { loraLinear } from './lora-linear';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+const h16 = (x: number) => f16BitsToF32(f32ToF16Bits(x));
+const [B, T, IN, OUT, R] = [2, 5, 19, 13, 4];
+const ROWS = B * T;
+const S = 2.5;
+
+/** float64 LoRA forward and backward for loss = sum(y * c); `h` rounds what the f16 path rounds. */
+function reference(xv: Float32Array, wv: Float32Array, av: Float32Array, bv: Float32Array, biasv: Float32Array, cv: Float32Array, h: (x: number) => number) {
+  const y = new Float64Array(ROWS * OUT);
+  const u = new Float64Array(ROWS * R);
+  for (let i = 0; i < ROWS; i++)
+    for (let k = 0; k < R; k++) {
+      let s = 0;
+      for (let j = 0; j < IN; j++) s += h(xv[i * IN + j]!) * h(av[k * IN + j]!);
+      u[i * R + k] = h(s);
+    }
+  for (let i = 0; i < ROWS; i++)
+    for (let o = 0; o < OUT; o++) {
+      let base = biasv[o]!;
+      for (let j = 0; j < IN; j++) base += h(xv[i * IN + j]!) * h(wv[o * IN + j]!);
+      let low = 0;
+      for (let k = 0; k < R; k++) low += u[i * R + k]! * h(bv[o * R + k]!);
+      y[i * OUT + o] = base + S * low;
+    }
+  const v = new Float64Array(ROWS * R);
+  for (let i = 0; i < ROWS; i++)
+    for (let k = 0; k < R; k++) {
+      let s = 0;
+      for (let o = 0; o < OUT; o++) s += h(cv[i * OUT + o]!) * h(bv[o * R + k]!);
+      v[i * R + k] = h(s);
+    }
+  const dx = new Float64Array(ROWS * IN);
+  const dw = new Float64Array(OUT * IN);
+  const da = new Float64Array(R * IN);
+  const db = new Float64Array(OUT * R);
+  const dbias = new Float64Array(OUT);
+  for (let i = 0; i < ROWS; i++) {
+    for (let j = 0; j < IN; j++) {
+      let s = 0;
+      for (let o = 0; o < OUT; o++) s += h(cv[i * OUT + o]!) * h(wv[o * IN + j]!);
+      let l = 0;
+      for (let k = 0; k < R; k++) l += v[i * R + k]! * h(av[k * IN + j]!);
+      dx[i * IN + j] = s + S * l;
+    }
+    for (let o = 0; o < OUT; o++) {
+      const g = h(cv[i * OUT + o]!);
+      dbias[o]! += cv[i * OUT + o]!;
+      for (let j = 0; j < IN; j++) dw[o * IN + j]! += g * h(xv[i * IN + j]!);
+      for (let k = 0; k < R; k++) db[o * R + k]! += S * g * u[i * R + k]!;
+    }
+    for (let k = 0; k < R; k++) for (let j = 0; j < IN; j++) da[k * IN + j]! += S * v[i * R + k]! * h(xv[i * IN + j]!);
+  }
+  return { y, dx, dw, da, db, dbias };
+}
+
+describe('loraLinear (the fused LoRA projection)', () => {
+  it.each([
+    ['f32', (x: number) => x, 1e-5],
+    ['f16', h16, 1e-5],
+  ] as const)('forward and every gradient match float64 (compute %s; odd sizes, bias, W trainable)', async (compute, h, tol) => {
+    const xv = randn(ROWS * IN, 1);
+    const wv = randn(OUT * IN, 2);
+    const av = randn(R * IN, 3);
+    const bv = randn(OUT * R, 4);
+    const biasv = randn(OUT, 5);
+    const cv = randn(ROWS * OUT, 6);
+    const x = Tensor.fromArray(ctx, xv, [B, T, IN], { requiresGrad: true });
+    const w = Tensor.fromArray(ctx, wv, [OUT, IN], { requiresGrad: true });
+    const a = Tensor.fromArray(ctx, av, [R, IN], { requiresGrad: true });
+    const b = Tensor.fromArray(ctx, bv, [OUT, R], { requiresGrad: true });
+    const bias = Tensor.fromArray(ctx, biasv, [OUT], { requiresGrad: true });
+    const c = Tensor.fromArray(ctx, cv, [B, T, OUT]);
+    const y = loraLinear(x, w, bias, a, b, S, { compute });
+    expect(y.shape).toEqual([B, T, OUT]);
+    const loss = sum(mul(y, c));
+    loss.backward();
+    const ref = reference(xv, wv, av, bv, biasv, cv, h);
+    expect(testing.relErr(await y.toArray(), ref.y)).toBeLessThan(tol);
+    expect(testing.relErr(await x.grad!.toArray(), ref.dx)).toBeLessThan(tol);
+    expect(testing.relErr(await w.grad!.toArray(), ref.dw)).toBeLessThan(tol);
+    expect(testing.relErr(await a.grad!.toArray(), ref.da)).toBeLessThan(tol);
+    expect(testing.relErr(await b.grad!.toArray(), ref.db)).toBeLessThan(tol);
+    expect(testing.relErr(await bias.grad!.toArray(), ref.dbias)).toBeLessThan(tol);
+    if (compute === 'f16') {
+      // the rounding is real: the f32 reference is farther away than f32 rounding
+      const ref32 = reference(xv, wv, av, bv, biasv, cv, (v) => v);
+      expect(testing.relErr(await y.toArray(), ref32.y)).toBeGreaterThan(1e-5);
+    }
+    for (const t of [x, w, a, b, bias, c, y, loss]) t.dispose();
+  });
+
+  it('equals the composition add(linear(x, W), scale(linear(linear(x, A), B), s)) under autocast f16, frozen W, no bias', async () => {
+    // s = 2: the composition rounds s * dY to f16 where the fused op rounds dY and scales after; with a power of
+    // two both roundings agree, so the two must match to f32 rounding.
+    const s2 = 2;
+    const x = Tensor.fromArray(ctx, randn(ROWS * IN, 7), [ROWS, IN], { requiresGrad: true });
+    const w = Tensor.fromArray(ctx, randn(OUT * IN, 8), [OUT, IN], { dtype: 'f16' });
+    const a = Tensor.fromArray(ctx, randn(R * IN, 9), [R, IN], { requiresGrad: true });
+    const b = Tensor.fromArray(ctx, randn(OUT * R, 10), [OUT, R], { requiresGrad: true });
+    const c = Tensor.fromArray(ctx, randn(ROWS * OUT, 11), [ROWS, OUT]);
+    const run = async (fused: boolean) => {
+      const y = autocast('f16', () => (fused ? loraLinear(x, w, null, a, b, s2) : add(linear(x, w), scale(linear(linear(x, a), b), s2))));
+      const loss = sum(mul(y, c));
+      loss.backward();
+      const out = [await y.toArray(), await x.grad!.toArray(), await a.grad!.toArray(), await b.grad!.toArray()];
+      for (const t of [x, a, b]) t.grad = null;
+      y.dispose();
+      loss.dispose();
+      return out;
+    };
+    const fused = await run(true);
+    const comp = await run(false);
+    for (let i = 0; i < fused.length; i++) expect(testing.relErr(fused[i]!, comp[i]!)).toBeLessThan(1e-6);
+    expect(w.grad).toBeNull();
+    for (const t of [x, w, a, b, c]) t.dispose();
+  });
+
+  it('refuses A and B that do not fit the weight', () => {
+    const x = Tensor.zeros(ctx, [3, IN]);
+    const w = Tensor.zeros(ctx, [OUT, IN]);
+    const a = Tensor.zeros(ctx, [R, IN + 1]);
+    const b = Tensor.zeros(ctx, [OUT, R]);
+    expect(() => loraLinear(x, w, null, a, b, S)).toThrow(/do not fit weight \[13, 19\]/);
+    for (const t of [x, w, a, b]) t.dispose();
+  });
+});

@@ -1,0 +1,103 @@
+import { cast, matmul as mm, numel, reduce, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
+import { defineOp } from '../op';
+import type { Tensor } from '../tensor';
+import { computeDtype, type ComputeDtype } from './autocast';
+import { fmt } from './util';
+
+interface LoraAttrs {
+  hasBias: boolean;
+  scaling: number;
+  f16: boolean;
+}
+
+const flat2 = (t: DeviceTensor): DeviceTensor => ({ ...t, shape: [numel(t.shape) / t.shape[t.shape.length - 1]!, t.shape[t.shape.length - 1]!] });
+
+/** `t` in the compute dtype: itself, or a new f16 copy (the caller releases it when `!== t`). */
+const inCompute = (ctx: Context, t: DeviceTensor, f16: boolean): DeviceTensor => (f16 && t.dtype !== 'f16' ? cast(ctx, t, 'f16') : t);
+
+function drop(ctx: Context, t: DeviceTensor, orig: DeviceTensor): void {
+  if (t.buffer !== orig.buffer) ctx.release(t.buffer);
+}
+
+/**
+ * The LoRA projection as one op: `y = x W^T + b + s (x A^T) B^T` with the frozen W `[out, in]`, A `[r, in]`,
+ * B `[out, r]`. The low-rank update is accumulated into the base product by the matmul's epilogue (no separate
+ * scale and add passes over `[tokens, out]`, forward or backward), and x is cast to the compute dtype once for
+ * both products. Saved for backward: x (in the compute dtype), W, A, B and `u = x A^T` (`[tokens, r]`).
+ * Backward: `v = dY B`, `dx = dY W + s v A`, `dA = s v^T x`, `dB = s dY^T u`.
+ */
+const loraLinearOp = defineOp<LoraAttrs>({
+  name: 'lora-linear',
+  forward: (ctx, [x, w, a, b, bias], { hasBias, scaling, f16 }) => {
+    const inF = w!.shape[1]!;
+    const r = a!.shape[0]!;
+    if (x!.shape[x!.shape.length - 1] !== inF)
+      throw new ShapeError(`loraLinear: input ${fmt(x!.shape)} does not end in in_features ${inF} of weight ${fmt(w!.shape)}`);
+    if (a!.shape.length !== 2 || a!.shape[1] !== inF || b!.shape.length !== 2 || b!.shape[0] !== w!.shape[0] || b!.shape[1] !== r)
+      throw new ShapeError(`loraLinear: A ${fmt(a!.shape)} and B ${fmt(b!.shape)} do not fit weight ${fmt(w!.shape)} (A [r, in], B [out, r])`);
+    const x2 = flat2(x!);
+    const xc = inCompute(ctx, x2, f16);
+    const wc = inCompute(ctx, w!, f16);
+    const y = mm(ctx, xc, wc, { transB: true, bias: hasBias ? bias : undefined });
+    drop(ctx, wc, w!);
+    const ac = inCompute(ctx, a!, f16);
+    const u = mm(ctx, xc, ac, { transB: true });
+    drop(ctx, ac, a!);
+    const uc = inCompute(ctx, u, f16);
+    drop(ctx, u, uc);
+    const bc = inCompute(ctx, b!, f16);
+    mm(ctx, uc, bc, { transB: true, alpha: scaling, accumulate: true, out: y });
+    drop(ctx, bc, b!);
+    return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [xc, w!, a!, b!, uc] };
+  },
+  backward: (ctx, [g], [xc, w, a, b, uc], [mx, mw, ma, mb, mbias], { scaling, f16 }) => {
+    const g2 = flat2(g!);
+    const gc = inCompute(ctx, g2, f16);
+    let vc: DeviceTensor | null = null;
+    if (mx!.requiresGrad || ma!.requiresGrad) {
+      const bc = inCompute(ctx, b!, f16);
+      const v = mm(ctx, gc, bc);
+      drop(ctx, bc, b!);
+      vc = inCompute(ctx, v, f16);
+      drop(ctx, v, vc);
+    }
+    let dx: DeviceTensor | null = null;
+    if (mx!.requiresGrad) {
+      const wc = inCompute(ctx, w!, f16);
+      dx = mm(ctx, gc, wc);
+      drop(ctx, wc, w!);
+      const ac = inCompute(ctx, a!, f16);
+      mm(ctx, vc!, ac, { alpha: scaling, accumulate: true, out: dx });
+      drop(ctx, ac, a!);
+      dx = { ...dx, shape: [...mx!.shape] };
+    }
+    const dw = mw!.requiresGrad ? mm(ctx, gc, xc!, { transA: true }) : null;
+    const da = ma!.requiresGrad ? mm(ctx, vc!, xc!, { transA: true, alpha: scaling }) : null;
+    const db = mb!.requiresGrad ? mm(ctx, gc, uc!, { transA: true, alpha: scaling }) : null;
+    const dbias = mbias?.requiresGrad ? reduce(ctx, 'sum', g2, 0) : null;
+    if (vc) ctx.release(vc.buffer);
+    drop(ctx, gc, g2);
+    return [dx, dw, da, db, dbias];
+  },
+});
+
+/**
+ * `y = x W^T + b + scaling * (x A^T) B^T` (a LoRA-adapted Linear; PEFT's `lora_A` is A `[r, in]`, `lora_B` is
+ * B `[out, r]`) as one differentiable op. `compute` as in {@link linear}: default the enclosing
+ * {@link autocast} scope's dtype; under `'f16'` every product reads f16 inputs and accumulates in f32.
+ * Agrees with `add(linear(x, W, b), scale(linear(linear(x, A), B), scaling))` (see lora-linear.test.ts).
+ */
+export function loraLinear(
+  x: Tensor,
+  weight: Tensor,
+  bias: Tensor | null | undefined,
+  loraA: Tensor,
+  loraB: Tensor,
+  scaling: number,
+  opts: { compute?: ComputeDtype } = {},
+): Tensor {
+  if (weight.rank !== 2) throw new ShapeError(`loraLinear: weight must be [out, in], got ${fmt(weight.shape)}`);
+  if (!Number.isFinite(scaling)) throw new ShapeError(`loraLinear: scaling must be finite, got ${scaling}`);
+  const attrs = { hasBias: !!bias, scaling, f16: (opts.compute ?? computeDtype()) === 'f16' };
+  return loraLinearOp(bias ? [x, weight, loraA, loraB, bias] : [x, weight, loraA, loraB], attrs);
+}
