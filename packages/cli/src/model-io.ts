@@ -18,7 +18,7 @@ import {
   loadLoraAdapter,
   loadPretrained,
   saveLoraAdapter,
-  ByteTokenizer, numberToBf16Bits, numberToF16Bits, openCheckpoint, readSafetensors, Tokenizer, writeSafetensors, type TensorToWrite } from '@rusty/loader';
+  ByteTokenizer, numberToBf16Bits, numberToF16Bits, openCheckpoint, quantizationOf, readSafetensors, Tokenizer, writeSafetensors, type QuantizationMetadata, type TensorToWrite } from '@rusty/loader';
 import { z } from 'zod';
 import { InputError } from './errors';
 
@@ -68,14 +68,22 @@ export async function readModelConfig(path: string, what = '--model'): Promise<{
   return { dir, config: parseModelConfig(text, file) };
 }
 
+/** `nf4, blocks of 64, double-quantized scales` */
+export function describeQuantMeta(q: Pick<QuantizationMetadata, 'format' | 'group_size' | 'double_quant'>): string {
+  return `${q.format}, ${q.group_size ? `blocks of ${q.group_size}` : 'one scale per row'}${q.double_quant ? ', double-quantized scales' : ''}`;
+}
+
 /**
  * Check the checkpoint's tensor names and shapes against what the config implies, reading only the headers:
- * a corrupt file, a missing tensor or a shape mismatch fails before any GPU memory is used.
+ * a corrupt file, a missing tensor or a shape mismatch fails before any GPU memory is used. A checkpoint saved
+ * quantized (`saveQuantized`) has its projections' codes under their weight names: their `[out, in]` shapes are
+ * checked from its quantization metadata. Returns that metadata (null for an ordinary checkpoint).
  */
-export async function checkWeights(path: string, config: ModelConfig): Promise<void> {
+export async function checkWeights(path: string, config: ModelConfig): Promise<QuantizationMetadata | null> {
   const ck = await openCheckpoint(path);
   try {
     const expected = parameterShapes(config);
+    const quant = quantizationOf({ metadata: ck.metadata, path: ck.path ?? path });
     const missing: string[] = [];
     for (const [name, shape] of expected) {
       const info = ck.tensors.get(name);
@@ -83,13 +91,18 @@ export async function checkWeights(path: string, config: ModelConfig): Promise<v
         missing.push(name);
         continue;
       }
-      if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i]))
+      const q = quant && name.endsWith('.weight') ? quant.modules[name.slice(0, -'.weight'.length)] : undefined;
+      const stored = q ? q.shape : info.shape;
+      if (q && (stored.length !== shape.length || stored.some((d, i) => d !== shape[i])))
+        throw new ShapeError(`${ck.path ?? path}: quantized tensor '${name}' is [${stored.join(', ')}] in its quantization metadata, config.json implies [${shape.join(', ')}]`);
+      if (stored.length !== shape.length || stored.some((d, i) => d !== shape[i]))
         throw new ShapeError(`${ck.path ?? path}: tensor '${name}' has shape [${info.shape.join(', ')}], config.json implies [${shape.join(', ')}]`);
     }
     if (missing.length)
       throw new ShapeError(
         `${ck.path ?? path}: missing ${missing.length} tensor(s) the model needs: ${missing.slice(0, 4).join(', ')}${missing.length > 4 ? ', ...' : ''}`,
       );
+    return quant;
   } finally {
     await ck.close();
   }

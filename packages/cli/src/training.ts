@@ -8,6 +8,7 @@ import type { ModelConfig } from '@rusty/graph';
 import {
   DataLoader,
   findLatestCheckpoint,
+  MetricsWriter,
   readMetrics,
   TextDataset,
   Trainer,
@@ -20,6 +21,7 @@ import { InputError, ModelTooLargeError, UsageError } from './errors';
 import { requirePath, writeJsonAtomic } from './model-io';
 import { fmtCount, fmtDuration, fmtLoss, Progress } from './progress';
 import { lossCurveSvg } from './svg';
+import { perfLines, StepMeter, type RunPerf } from './run-perf';
 import type { CorpusSource } from './corpus';
 
 export interface LoadedData {
@@ -131,6 +133,8 @@ export interface RunResult {
   tokens: number;
   /** Training throughput (tokens/s) from the first step on. */
   rate: number;
+  /** Steady-state cost per step and peak GPU memory (also the `summary` line of metrics.jsonl). */
+  perf: RunPerf;
   firstLoss: number;
   metricsFile: string;
   svgFile: string | null;
@@ -283,6 +287,7 @@ export async function runTraining(o: RunOptions): Promise<RunResult> {
   const progress = new Progress({ label: o.label, total: o.steps, every: o.logEvery });
   let firstLoss = NaN;
   let tokens = 0;
+  const meter = new StepMeter(o.ctx);
   const trainer = new Trainer({
     model: o.model,
     optimizer,
@@ -310,6 +315,7 @@ export async function runTraining(o: RunOptions): Promise<RunResult> {
         }
         const t = Number.isFinite(m.tokensPerSec * m.stepTime) ? Math.round(m.tokensPerSec * m.stepTime) : 0;
         tokens += t;
+        meter.step(m.step, t, m.hostTime);
         progress.update({ step: m.step, loss: m.loss, tokens: t, lr: m.lr });
         if (!Number.isFinite(m.loss) && !m.skipped) progress.log(`${o.label}: warning: loss is ${m.loss} at step ${m.step} (try a lower --lr)`);
       },
@@ -322,6 +328,7 @@ export async function runTraining(o: RunOptions): Promise<RunResult> {
     },
   });
   const t0 = performance.now();
+  meter.start();
   let fit: FitResult;
   try {
     fit = await trainer.fit({ resume: o.resume });
@@ -330,6 +337,10 @@ export async function runTraining(o: RunOptions): Promise<RunResult> {
     trainer.dispose();
   }
   const seconds = (performance.now() - t0) / 1000;
+  const perf = meter.result();
+  const mw = new MetricsWriter(metricsFile);
+  mw.write({ kind: 'summary', step: fit.step, seconds, ...perf });
+  mw.close();
   let svgFile: string | null = null;
   try {
     const records = readMetrics(metricsFile);
@@ -341,7 +352,7 @@ export async function runTraining(o: RunOptions): Promise<RunResult> {
     svgFile = null;
   }
   optimizer.dispose();
-  return { fit, seconds, tokens, rate: progress.rate, firstLoss, metricsFile, svgFile, checkpointDir };
+  return { fit, seconds, tokens, rate: progress.rate, perf, firstLoss, metricsFile, svgFile, checkpointDir };
 }
 
 /** The summary lines of a finished (or interrupted) run; `outputs` are lines naming what was written. */
@@ -353,6 +364,7 @@ export function summaryLines(label: string, r: RunResult, outputs: string[] = []
     `  loss        ${fmtLoss(r.firstLoss)} -> ${fmtLoss(f.loss)} (first -> last step)`,
   ];
   if (f.eval) lines.push(`  validation  loss ${fmtLoss(f.eval.loss)}, perplexity ${f.eval.perplexity.toFixed(2)} (${fmtCount(f.eval.tokens)} tokens)`);
+  lines.push(...perfLines(r.perf));
   lines.push(...outputs);
   lines.push(`  metrics     ${r.metricsFile}`);
   if (r.svgFile) lines.push(`  loss curve  ${r.svgFile}`);

@@ -8,7 +8,7 @@ import type { CorpusSource } from '../corpus';
 import { EXIT_OK, InputError, UsageError } from '../errors';
 import { checkWeights, loadModel, readModelConfig, requirePath, saveAdapter, saveModelDir } from '../model-io';
 import { fmtCount } from '../progress';
-import { quantFlags, quantSpecOf } from '../quant-flags';
+import { noteSavedQuantized, quantFlags, quantSpecOf } from '../quant-flags';
 import { checkOutTarget, prepareOutDir } from '../out-dir';
 import {
   checkDataPaths,
@@ -199,7 +199,7 @@ export async function finetuneCommand(argv: string[]): Promise<number> {
   if (!o.data?.length) throw new UsageError('finetune: --data <file|dir|jsonl> is required (see rusty finetune --help)');
   // everything that can be checked without the GPU first: paths, config, weight headers, tokenizer
   const { dir, config } = await readModelConfig(o.model);
-  await checkWeights(o.model, config);
+  noteSavedQuantized('finetune', o.model, await checkWeights(o.model, config), quantSpecOf(o));
   const linears = new Set([...parameterShapes(config).keys()].filter((k) => k.endsWith('_proj.weight')).map((k) => k.split('.').at(-2)!));
   const unknown = resolveTargets(o.targets, config).filter((t) => !linears.has(t.split('.').pop()!));
   if (unknown.length) throw new UsageError(`finetune: --targets ${unknown.join(',')}: not a projection of this model (it has ${[...linears].join(', ')}, or "all")`);

@@ -3,7 +3,7 @@ import type { CausalLM } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec } from '../args';
 import { EXIT_OK, UsageError } from '../errors';
-import { quantFlags, quantSpecOf } from '../quant-flags';
+import { noteSavedQuantized, quantFlags, quantSpecOf } from '../quant-flags';
 import { checkAdapterFits, checkWeights, loadAdapter, loadModel, readModelConfig, requirePath } from '../model-io';
 import { fmtDuration } from '../progress';
 import { openContext } from './common';
@@ -107,11 +107,12 @@ async function withAdapter<R extends { model: CausalLM }>(r: R, adapter: string 
   return r;
 }
 
-/** Checks that need no GPU: model config and weight headers, adapter config, tokenizer path. */
-export async function preflightModel(o: { model?: string; adapter?: string; tokenizer?: string }, cmd: string): Promise<void> {
+/** Checks that need no GPU: model config and weight headers (a model saved quantized is noted, and a
+ *  `quantize` other than its format refused), adapter config, tokenizer path. */
+export async function preflightModel(o: { model?: string; adapter?: string; tokenizer?: string }, cmd: string, quantize?: QuantSpec): Promise<void> {
   if (!o.model) throw new UsageError(`${cmd}: --model <dir> is required (see rusty ${cmd} --help)`);
   const { config } = await readModelConfig(o.model);
-  await checkWeights(o.model, config);
+  noteSavedQuantized(cmd, o.model, await checkWeights(o.model, config), quantize);
   if (o.adapter) await checkAdapterFits(o.adapter, config, o.model);
   if (o.tokenizer) await requirePath(o.tokenizer, '--tokenizer', 'file');
 }
@@ -127,8 +128,8 @@ export async function generateCommand(argv: string[]): Promise<number> {
     if (!Number.isInteger(v) || v < 0) throw new UsageError(`generate: option '--ids' must be non-negative integers, got '${s}'`);
     return v;
   });
-  await preflightModel(o, 'generate');
   const quantize = quantSpecOf(o);
+  await preflightModel(o, 'generate', quantize);
   const ctx = await openContext();
   try {
     if (ids) {
