@@ -18,7 +18,7 @@ export {
 export { TextDataset, type TextCorpusOptions } from './data/text-dataset';
 export { DataLoader, type Batch, type DataLoaderOptions, type DataLoaderState } from './data/dataloader';
 export { GradScaler, type GradScalerOptions, type GradScalerState, type SteppableOptimizer } from './grad-scaler';
-export { castFrozenParameters, type HalfDType, type HasNamedParameters, type CastReport } from './mixed-precision';
+export { castFrozenParameters, checkF16Range, F16_MAX, type HalfDType, type HasNamedParameters, type CastReport } from './mixed-precision';
 export {
   saveCheckpoint,
   loadCheckpoint,

@@ -3,12 +3,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createContext, type Context } from '@rusty/backend';
+import { ConfigError, createContext, upload, type Context } from '@rusty/backend';
 import { AdamW, scale, sum, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findLatestCheckpoint, listCheckpoints, loadCheckpoint } from './checkpoint/checkpoint';
 import { GradScaler } from './grad-scaler';
-import { castFrozenParameters } from './mixed-precision';
+import { castFrozenParameters, checkF16Range } from './mixed-precision';
 import { Trainer, type StepMetrics } from './trainer';
 import { setup, snapshot, trainables } from './test/helpers';
 
@@ -128,7 +128,8 @@ describe('mixed precision', () => {
     const run = async (lossScaling: boolean) => {
       const { model, optimizer, data } = setup(ctx, { lora: true, shuffle: false });
       const steps: StepMetrics[] = [];
-      const t = new Trainer({ model, optimizer, data, maxSteps: 3, mixedPrecision: { dtype: 'f16', lossScaling }, signals: false, callbacks: { onStep: (m) => void steps.push(m) } });
+      // f32 compute: scaling is exact there (f16 products would round the scaled and unscaled gradients differently)
+      const t = new Trainer({ model, optimizer, data, maxSteps: 3, mixedPrecision: { dtype: 'f16', compute: 'f32', lossScaling }, signals: false, callbacks: { onStep: (m) => void steps.push(m) } });
       expect(!!t.scaler).toBe(lossScaling);
       await t.fit();
       expect(model.layers[1]!.mlp.child('up_proj')!.stateDict().get('weight')!.dtype).toBe('f16');
@@ -153,6 +154,56 @@ describe('mixed precision', () => {
     let worst = 0;
     for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
     expect(worst).toBeLessThan(1e-6);
+  });
+
+  it("mixedPrecision 'f16' and 'bf16': f16 compute (its rounding visible) with loss scaling, close to the f32 run; 'bf16' keeps bf16 storage", async () => {
+    const run = async (mp: 'f16' | 'bf16' | { dtype: 'f16'; compute: 'f32' } | null) => {
+      const { model, optimizer, data } = setup(ctx, { lora: true, shuffle: false });
+      const losses: number[] = [];
+      const t = new Trainer({ model, optimizer, data, maxSteps: 4, mixedPrecision: mp ?? undefined, signals: false, callbacks: { onStep: (m) => void losses.push(m.loss) } });
+      await t.fit();
+      const w = model.layers[0]!.selfAttn.child('q_proj')!.stateDict().get('weight')!;
+      const r = { losses, compute: t.compute, scaled: !!t.scaler, storage: w.dtype };
+      t.dispose();
+      optimizer.dispose();
+      model.dispose();
+      return r;
+    };
+    const f32 = await run(null);
+    const storageOnly = await run({ dtype: 'f16', compute: 'f32' });
+    for (const mp of ['f16', 'bf16'] as const) {
+      const r = await run(mp);
+      expect(r).toMatchObject({ compute: 'f16', scaled: true, storage: mp });
+      r.losses.forEach((l, i) => expect(Math.abs(l - f32.losses[i]!), `${mp} step ${i}`).toBeLessThan(1e-2 * f32.losses[i]!));
+      // the products ran on f16 inputs: the first loss differs from f32 compute on the same f16 weights
+      if (mp === 'f16') expect(r.losses[0]).not.toBe(storageOnly.losses[0]);
+    }
+    expect(storageOnly).toMatchObject({ compute: 'f32', scaled: true, storage: 'f16' });
+  });
+
+  it('f16 compute refuses weights beyond f16 range, naming them (a bf16 checkpoint value of 1e5)', async () => {
+    const { model, optimizer, data } = setup(ctx, { lora: true });
+    const w = model.layers[1]!.mlp.child('up_proj')!.stateDict().get('weight')!;
+    const v = new Float32Array(w.size).fill(0.01);
+    v[7] = -1.5e5;
+    w.assign(upload(ctx, v, w.shape, 'bf16'));
+    await expect(checkF16Range(model)).rejects.toThrow(ConfigError);
+    const t = new Trainer({ model, optimizer, data, maxSteps: 2, mixedPrecision: 'bf16', signals: false });
+    await expect(t.fit()).rejects.toThrow(/beyond it: 'model\.layers\.1\.mlp\.up_proj\.weight' \(max \|x\| 1\.\d+e\+5\)/);
+    expect(t.step).toBe(0);
+    t.dispose();
+    // stored as f16 ('f16' mode casts the bf16 weight), the value is infinite: named too
+    const t2 = new Trainer({ model, optimizer, data, maxSteps: 2, mixedPrecision: 'f16', signals: false });
+    expect(w.dtype).toBe('f16');
+    await expect(t2.fit()).rejects.toThrow(/'model\.layers\.1\.mlp\.up_proj\.weight' \(max \|x\| Infinity\)/);
+    t2.dispose();
+    // f32 compute needs no range
+    const t3 = new Trainer({ model, optimizer, data, maxSteps: 1, mixedPrecision: { dtype: 'f16', compute: 'f32' }, signals: false });
+    await t3.fit();
+    expect(t3.step).toBe(1);
+    t3.dispose();
+    optimizer.dispose();
+    model.dispose();
   });
 
   it('a NaN loss with no loss scaler stops the run after 3 bad steps; no checkpoint of NaN weights is written', async () => {

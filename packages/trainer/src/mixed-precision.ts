@@ -1,4 +1,4 @@
-import { cast, ConfigError, isHalf, storageBytes, type DType } from '@rusty/backend';
+import { abs, cast, ConfigError, empty, isFloat, isHalf, reduce, storageBytes, type DType } from '@rusty/backend';
 import { noGrad, type Tensor } from '@rusty/autograd';
 
 /** 16-bit storage formats for frozen weights. */
@@ -20,8 +20,10 @@ export interface CastReport {
 /**
  * Mixed precision for fine-tuning: store every frozen (`requiresGrad === false`) f32 parameter in 16-bit `dtype`
  * (f16 or bf16, round-to-nearest-even on the GPU), halving the memory of the base weights, while the trainable
- * parameters stay f32 master weights that the optimizer updates. The kernels read 16-bit weights directly
- * (matmul, embedding, RMSNorm) and compute in f32. Parameters matching `skip` stay f32.
+ * parameters stay f32 master weights that the optimizer updates; with `dtype` f16, frozen bf16 parameters (a
+ * bf16 checkpoint) become f16 too, the format the f16 products read without a cast (values beyond f16's range
+ * become infinite: {@link checkF16Range} names them). The kernels read 16-bit weights directly (matmul,
+ * embedding, RMSNorm). Parameters matching `skip` keep their dtype.
  */
 export function castFrozenParameters(model: HasNamedParameters, dtype: HalfDType, opts: { skip?: (name: string) => boolean } = {}): CastReport {
   if (!isHalf(dtype)) throw new ConfigError(`castFrozenParameters: dtype must be 'f16' or 'bf16', got '${dtype}'`);
@@ -31,7 +33,8 @@ export function castFrozenParameters(model: HasNamedParameters, dtype: HalfDType
     for (const [name, p] of model.namedParameters()) {
       if (seen.has(p)) continue;
       seen.add(p);
-      if (p.requiresGrad || p.dtype !== 'f32' || opts.skip?.(name)) continue;
+      const from = p.dtype === 'f32' || (p.dtype === 'bf16' && dtype === 'f16');
+      if (p.requiresGrad || !from || opts.skip?.(name)) continue;
       const before = storageBytes(p.dtype, p.size);
       p.assign(cast(p.ctx, p.data, dtype));
       report.cast.push(name);
@@ -39,4 +42,45 @@ export function castFrozenParameters(model: HasNamedParameters, dtype: HalfDType
     }
   });
   return report;
+}
+
+/** The largest finite f16 value. */
+export const F16_MAX = 65504;
+
+/**
+ * The range check of f16 compute: every float parameter's largest magnitude (one reduction per tensor on the
+ * GPU, one read-back), and a `ConfigError` naming each parameter whose values are beyond f16's range (|x| >
+ * 65504, or infinite: a bf16 checkpoint loaded as f16 turns such values into infinities). Under f16 compute the
+ * projections round their weights to f16, so such a weight would turn into infinities there.
+ */
+export async function checkF16Range(model: HasNamedParameters): Promise<void> {
+  const list: [string, Tensor][] = [];
+  const seen = new Set<Tensor>();
+  for (const [name, p] of model.namedParameters()) {
+    if (seen.has(p) || !isFloat(p.dtype) || p.size === 0) continue;
+    seen.add(p);
+    list.push([name, p]);
+  }
+  if (!list.length) return;
+  const ctx = list[0]![1].ctx;
+  const maxima = empty(ctx, [list.length]);
+  try {
+    list.forEach(([, p], i) => {
+      const a = abs(ctx, { ...p.data, shape: [p.size] });
+      const m = reduce(ctx, 'max', a, 0);
+      ctx.copy(m.buffer, maxima.buffer, 4, 0, 4 * i);
+      ctx.release(a.buffer);
+      ctx.release(m.buffer);
+    });
+    const got = new Float32Array(await ctx.read(maxima.buffer, 4 * list.length));
+    const bad = list.flatMap(([name], i) => (got[i]! > F16_MAX ? [`'${name}' (max |x| ${got[i]!.toPrecision(4)})`] : []));
+    if (bad.length)
+      throw new ConfigError(
+        `mixed precision: f16 compute needs every weight within f16's range (|x| <= ${F16_MAX}); beyond it: ` +
+          `${bad.slice(0, 3).join(', ')}${bad.length > 3 ? ` and ${bad.length - 3} more` : ''}: ` +
+          `train with f32 compute (mixedPrecision { dtype, compute: 'f32' }; rusty finetune --mixed-precision no)`,
+      );
+  } finally {
+    ctx.release(maxima.buffer);
+  }
 }

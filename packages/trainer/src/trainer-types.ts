@@ -1,6 +1,6 @@
 // The Trainer's options, callbacks and reports.
 import type { Trainer } from './trainer';
-import type { Tensor } from '@rusty/autograd';
+import type { ComputeDtype, Tensor } from '@rusty/autograd';
 import type { CheckpointPhase, Stateful } from './checkpoint/checkpoint';
 import type { Batch, DataLoader } from './data/dataloader';
 import type { Dataset } from './data/dataset';
@@ -88,10 +88,23 @@ export interface TrainerCallbacks {
   onProgress?(p: ProgressInfo, trainer: Trainer): void;
 }
 
-/** Mixed-precision settings: 16-bit frozen weights, optional dynamic loss scaling. */
+/**
+ * Mixed-precision settings, as PyTorch AMP: frozen weights stored in 16 bits (`dtype`), trainable weights kept as
+ * f32 master weights, the projections and attention computed on f16 inputs with f32 accumulation (`compute`),
+ * dynamic loss scaling keeping the f16 gradients in range (`lossScaling`).
+ */
 export interface MixedPrecisionOptions {
+  /** Storage of the frozen weights: `'f16'` (f32 and bf16 weights rounded to f16, the format the f16 products
+   *  read without a cast) or `'bf16'` (f32 weights rounded to bf16, a bf16 checkpoint kept as it is; each
+   *  product rounds its weight to f16 as it runs, the backward rounds it again instead of keeping a copy). */
   dtype: HalfDType;
-  /** Use a GradScaler. Default true for f16, false for bf16 (as in PyTorch AMP). */
+  /** Precision of the projections and attention (the `autocast` scope the Trainer's forward runs in). Default
+   *  `'f16'`: f16 inputs, f32 accumulation (tensor cores where the adapter has subgroup matrices), norms,
+   *  softmax, losses and reductions in f32; before the first step every weight is checked to lie within f16's
+   *  range (a `ConfigError` names those beyond it). `'f32'`: only the storage of the frozen weights changes. */
+  compute?: ComputeDtype;
+  /** Use a GradScaler. Default: true with f16 compute or f16 storage (as PyTorch AMP for float16), false for bf16
+   *  storage with f32 compute. */
   lossScaling?: boolean;
 }
 
@@ -125,7 +138,8 @@ export interface TrainerOptions {
   keepLast?: number;
   /** Save the weights as a PEFT adapter (default: when the model has LoRA modules). */
   lora?: boolean;
-  /** 16-bit storage of frozen weights ('f16' | 'bf16' or options); the trainable weights stay f32. */
+  /** Mixed precision (see {@link MixedPrecisionOptions}): `'f16'` or `'bf16'` is `{ dtype, compute: 'f16' }`, 16-bit
+   *  frozen weights, f16 compute and loss scaling; the trainable weights stay f32. */
   mixedPrecision?: HalfDType | MixedPrecisionOptions;
   /** A loss scaler (created by `mixedPrecision` 'f16' when absent). */
   scaler?: GradScaler;

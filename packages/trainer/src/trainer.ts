@@ -1,5 +1,5 @@
 import { accumulate, ConfigError, fill, type Context, type DeviceTensor } from '@rusty/backend';
-import { clipGradNorm, noGrad, scale, sum, Tensor, tidy } from '@rusty/autograd';
+import { autocast, clipGradNorm, noGrad, scale, sum, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import { loraModules, type Module } from '@rusty/graph';
 import { findLatestCheckpoint, loadCheckpoint, saveCheckpoint, type CheckpointContents, type CheckpointPhase } from './checkpoint/checkpoint';
 import { loadLoraCheckpoint, saveLoraCheckpoint } from './checkpoint/lora';
@@ -8,7 +8,7 @@ import { IGNORE_INDEX, type Dataset } from './data/dataset';
 import { TrainerError } from './errors';
 import { GradScaler, type SteppableOptimizer } from './grad-scaler';
 import { MetricsWriter } from './metrics';
-import { castFrozenParameters } from './mixed-precision';
+import { castFrozenParameters, checkF16Range, type HasNamedParameters } from './mixed-precision';
 import { processSignals } from './signals';
 import type { TrainerModel, Scheduler, StepMetrics, EvalMetrics, ProgressInfo, CallbackResult, TrainerCallbacks, TrainerOptions, StopReason, FitResult } from './trainer-types';
 
@@ -46,6 +46,12 @@ export class Trainer {
   readonly scheduler: Scheduler | undefined;
   readonly data: DataLoader;
   readonly scaler: GradScaler | undefined;
+  /** Precision of the projections and attention under `mixedPrecision` (the autocast scope of every forward);
+   *  null without mixed precision (the model's own setting). */
+  readonly compute: ComputeDtype | null;
+  /** The f16 range check of the weights (f16 compute), started at construction, awaited before the first
+   *  forward of `fit` or `evaluate`. */
+  private rangeChecked: Promise<void> | null = null;
   readonly accumulation: number;
   readonly maxGradNorm: number | null;
   /** Optimizer steps done. */
@@ -101,12 +107,20 @@ export class Trainer {
     this.gradNormComputed = this.maxGradNorm !== null || (opts.logGradNorm ?? true);
     this.params = opts.optimizer.paramGroups.flatMap((g) => g.params);
     const mp = typeof opts.mixedPrecision === 'string' ? { dtype: opts.mixedPrecision } : opts.mixedPrecision;
+    this.compute = mp ? (mp.compute ?? 'f16') : null;
     if (mp) {
+      if (mp.dtype !== 'f16' && mp.dtype !== 'bf16') throw new ConfigError(`mixedPrecision: dtype must be 'f16' or 'bf16', got '${String(mp.dtype)}'`);
+      if (this.compute !== 'f16' && this.compute !== 'f32') throw new ConfigError(`mixedPrecision: compute must be 'f16' or 'f32', got '${String(this.compute)}'`);
       const named = opts.model as unknown as { namedParameters?: () => Iterable<[string, Tensor]> };
       if (typeof named.namedParameters !== 'function') throw new ConfigError('mixedPrecision needs a model with namedParameters() (a Module)');
-      castFrozenParameters(named as { namedParameters(): Iterable<[string, Tensor]> }, mp.dtype);
+      castFrozenParameters(named as HasNamedParameters, mp.dtype);
+      if (this.compute === 'f16') {
+        this.rangeChecked = checkF16Range(named as HasNamedParameters);
+        this.rangeChecked.catch(() => {}); // reported by fit() / evaluate(), not as an unhandled rejection
+      }
     }
-    this.scaler = opts.scaler ?? (mp && (mp.lossScaling ?? mp.dtype === 'f16') ? new GradScaler(this.ctx) : undefined);
+    const scaling = mp && (mp.lossScaling ?? (mp.dtype === 'f16' || this.compute === 'f16'));
+    this.scaler = opts.scaler ?? (scaling ? new GradScaler(this.ctx) : undefined);
     const asModule = opts.model as unknown as Module;
     this.lora = opts.lora ?? (typeof asModule.namedModules === 'function' && loraModules(asModule).size > 0);
   }
@@ -124,7 +138,9 @@ export class Trainer {
   }
 
   private lossOf(batch: Batch, ids: Tensor): Tensor {
-    const loss = this.opts.computeLoss ? this.opts.computeLoss(batch, ids, this.model) : this.model.loss(ids, batch.labels).loss;
+    const loss = autocast(this.compute, () =>
+      this.opts.computeLoss ? this.opts.computeLoss(batch, ids, this.model) : this.model.loss(ids, batch.labels).loss,
+    );
     if (loss.size !== 1) throw new TrainerError(`the loss must have one element, got shape [${loss.shape.join(', ')}]`);
     return loss;
   }
@@ -280,6 +296,7 @@ export class Trainer {
   async evaluate(): Promise<EvalMetrics> {
     const src = this.opts.evalData;
     if (!src) throw new ConfigError('evaluate() needs evalData');
+    await this.rangeChecked;
     const loader = isLoader(src) ? new DataLoader(src.dataset, src.batchSize, { prefetch: 0 }) : new DataLoader(src, this.data.batchSize, { prefetch: 0 });
     const ctx = this.ctx;
     this.model.eval?.();
@@ -401,6 +418,7 @@ export class Trainer {
    */
   async fit(opts: { resume?: boolean | string } = {}): Promise<FitResult> {
     const o = this.opts;
+    await this.rangeChecked;
     let resumedFrom: number | null = null;
     if (opts.resume) resumedFrom = await this.resume(typeof opts.resume === 'string' ? opts.resume : undefined);
     this.stopReason = null;
