@@ -32,7 +32,8 @@ export class QuantLinear extends Module {
   /**
    * The products' precision: `'f16'` dequantizes W into a transient f16 matrix per call and multiplies on f16
    * inputs with f32 accumulation (QLoRA's compute dtype; tensor cores where the adapter has them), `'f32'` runs
-   * the fused dequantizing kernels on the input as given. Unset: `'f16'` for an f16 input, else `'f32'`.
+   * the fused dequantizing kernels on the input as given. Unset: `'f16'` for an f16 input, else the enclosing
+   * `autocast` scope's compute dtype (a model's `computeDtype`, the Trainer's `mixedPrecision`).
    */
   compute?: 'f32' | 'f16';
 

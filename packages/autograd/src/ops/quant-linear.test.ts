@@ -4,7 +4,7 @@
 // operands, and the transient f16 weight neither outlives the forward nor is saved for backward.
 import { createContext, dequantize, download, f16BitsToF32, f32ToF16Bits, quantize, quantSpec, releaseQuant, upload, type Context, type QuantTensor } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gradcheck, mul, quantLinear, sum, Tensor } from '../index';
+import { autocast, gradcheck, mul, quantLinear, sum, Tensor } from '../index';
 import { randn } from '../random';
 
 let ctx: Context;
@@ -82,6 +82,16 @@ describe("quantLinear with compute: 'f16'", () => {
       expect(relErr(await x.grad!.toArray(), dxRef)).toBeLessThan(tol);
       expect(relErr(await b.grad!.toArray(), dbRef)).toBeLessThan(1e-6);
     });
+
+  it("follows the autocast scope: f16 products inside autocast('f16'), the fused f32 kernels outside", async () => {
+    const x = Tensor.randn(ctx, [24, 70], { seed: 30 });
+    const f16 = await quantLinear(x, w, null, { compute: 'f16' }).toArray();
+    const f32 = await quantLinear(x, w, null, { compute: 'f32' }).toArray();
+    expect(relErr(f16, f32)).toBeGreaterThan(1e-5); // the two paths differ by f16 rounding
+    expect(await autocast('f16', () => quantLinear(x, w)).toArray()).toEqual(f16);
+    expect(await quantLinear(x, w).toArray()).toEqual(f32);
+    expect(await autocast('f16', () => quantLinear(x, w, null, { compute: 'f32' })).toArray()).toEqual(f32);
+  });
 
   it('keeps no f16 copy of the weight: live memory after forward is the output alone, and backward frees it again', async () => {
     const rows = 40;

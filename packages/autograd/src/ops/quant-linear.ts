@@ -13,6 +13,7 @@ import {
   type QuantTensor,
 } from '@rusty/backend';
 import { defineOp } from '../op';
+import { computeDtype, type ComputeDtype } from './autocast';
 import type { Tensor } from '../tensor';
 import { fmt } from './util';
 
@@ -78,9 +79,10 @@ export interface QuantLinearOptions {
    * `'f16'`: products on f16 inputs with f32 accumulation (mixed precision, QLoRA's compute dtype): W is
    * dequantized to a transient f16 matrix per call (forward, and again for the input gradient) and multiplied on
    * tensor cores where the adapter has them. `'f32'`: the backend's fused dequantizing kernels on the input as
-   * given. Default: `'f16'` when x is f16, else `'f32'`.
+   * given. Default: `'f16'` when x is f16, else the enclosing {@link autocast} scope's compute dtype (`'f32'`
+   * outside one).
    */
-  compute?: 'f32' | 'f16';
+  compute?: ComputeDtype;
 }
 
 /**
@@ -92,6 +94,6 @@ export interface QuantLinearOptions {
 export function quantLinear(x: Tensor, w: QuantTensor, bias?: Tensor | null, opts: QuantLinearOptions = {}): Tensor {
   if (x.shape[x.rank - 1] !== w.layout.K)
     throw new ShapeError(`quantLinear: input ${fmt(x.shape)} does not end in in_features ${w.layout.K} of the quantized weight [${w.layout.N}, ${w.layout.K}]`);
-  const op = (opts.compute ?? (x.dtype === 'f16' ? 'f16' : 'f32')) === 'f16' ? quantLinearF16Op : quantLinearOp;
+  const op = (opts.compute ?? (x.dtype === 'f16' ? 'f16' : computeDtype())) === 'f16' ? quantLinearF16Op : quantLinearOp;
   return bias ? op([x, bias], { w, hasBias: true }) : op([x], { w, hasBias: false });
 }
