@@ -1,5 +1,6 @@
 import { createContext, fmtBytes, type ContextInfo } from '@rusty/backend';
 import { flag, parseArgs, type CommandSpec } from '../args';
+import { computePathLines, computePaths } from '../compute-paths';
 
 const SHOWN_LIMITS = [
   'maxBufferSize',
@@ -28,13 +29,16 @@ export async function devicesCommand(args: { json: boolean }): Promise<void> {
   try {
     const info = ctx.info;
     if (args.json) {
-      console.log(JSON.stringify({ ...info, fastPaths: fastPaths(info) }, null, 2));
+      console.log(JSON.stringify({ ...info, fastPaths: fastPaths(info), paths: computePaths(ctx) }, null, 2));
       return;
     }
     const name = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' / ');
     console.log(`adapter     ${name || '(unnamed)'}${info.isSoftware ? '  [software: CPU emulation, slow]' : ''}`);
     console.log('features');
     for (const [k, on] of Object.entries(fastPaths(info))) console.log(`  ${on ? 'yes' : 'no '}  ${k}`);
+    if (info.subgroupMatrixConfigs.length)
+      console.log(`  subgroup-matrix configs: ${info.subgroupMatrixConfigs.map((c) => `${c.componentType}->${c.resultComponentType} ${c.M}x${c.N}x${c.K}`).join(', ')}`);
+    for (const l of computePathLines(computePaths(ctx))) console.log(l);
     console.log('limits');
     for (const k of SHOWN_LIMITS) {
       const v = info.limits[k];
@@ -57,10 +61,12 @@ const flags = {
 
 export const devicesSpec: CommandSpec<typeof flags> = {
   name: 'devices',
-  summary: 'show the WebGPU adapter, its features, limits and the fast paths in use',
+  summary: 'show the WebGPU adapter, its features, limits and the matmul / attention kernels it gets',
   usage: 'rusty devices [--json]',
   description: `Shows the adapter WebGPU offers, its optional features (shader-f16, subgroups, timestamp-query,
-subgroup matrices), its limits and which of Rusty's fast paths are on.`,
+subgroup matrices), its limits and which kernels its products run on: matmul per operand dtype (tensor cores
+through subgroup matrices for f16 x f16 where the adapter has them, with the fragment and tiles chosen, else the
+portable kernels and why) and attention per head dim.`,
   flags,
   examples: ['rusty devices', 'RUSTY_ADAPTER=nvidia rusty devices --json'],
 };

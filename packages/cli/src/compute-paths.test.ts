@@ -1,0 +1,73 @@
+// `rusty devices`' compute paths: on this machine's adapter (lavapipe: no subgroup matrices, everything portable),
+// and on adapters described by their info alone (an H200's subgroup-matrix configurations through Vulkan, Apple's
+// 8x8x8, one without shader-f16), through the backend's own selection functions.
+import { createContext, TC_TILES, tcTuning, type Context, type ContextInfo } from '@rusty/backend';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { computePathLines, computePaths } from './compute-paths';
+import { main } from './main';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+afterEach(() => vi.restoreAllMocks());
+
+/** A context stand-in with an adapter's info (the selection functions read only `ctx.info`). */
+function withInfo(info: Partial<ContextInfo>): Context {
+  return { info: { ...ctx.info, isSoftware: false, ...info } } as unknown as Context;
+}
+
+const cfg = (M: number, N: number, K: number, componentType = 'f16', resultComponentType = 'f32') => ({ M, N, K, componentType, resultComponentType });
+
+describe('compute paths', () => {
+  it('this adapter (lavapipe: no subgroup matrices): every matmul and attention portable, with the reason', () => {
+    const p = computePaths(ctx);
+    const tc = ctx.info.features.subgroupMatrix && ctx.info.features.shaderF16;
+    expect(p.matmul.f16.path).toBe(tc ? 'tensor-cores' : 'portable');
+    for (const d of ['bf16', 'f32'] as const) expect(p.matmul[d].path).toBe('portable');
+    if (!ctx.info.features.subgroupMatrix) expect(p.matmul.f16.reason).toMatch(/no chromium-experimental-subgroup-matrix/);
+    else expect(p.matmul.f16.detail).toMatch(/^subgroup matrices \d+x\d+x\d+ f16 -> f32/);
+    expect(p.matmul.bf16.reason).toMatch(/operands are bf16 x bf16, tensor cores take f16 x f16/);
+    expect(p.matmul.bf16.detail).toMatch(/bf16 operands unpacked to f32/);
+    expect(Object.keys(p.attention)).toEqual(['D=64', 'D=128']);
+    expect(p.attention['D=64']!.detail).toMatch(/^flash attention.*tiles fwd \d+x\d+(x\d+)?, dK\/dV \d+x\d+(x\d+)?, dQ \d+x\d+(x\d+)?$/);
+  });
+
+  it('an H200 through Vulkan: f16 x f16 on tensor cores with the largest f16 -> f32 fragment and the tiles auto runs', async () => {
+    const h200 = withInfo({
+      features: { shaderF16: true, subgroups: true, timestampQuery: true, subgroupMatrix: true },
+      subgroupMatrixConfigs: [cfg(16, 8, 16), cfg(16, 16, 16, 'f16', 'f16'), cfg(16, 16, 16), cfg(16, 16, 32, 'i8', 'i32')],
+      subgroupSizes: { min: 32, max: 32 },
+      limits: { ...ctx.info.limits, maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024 },
+    });
+    const p = computePaths(h200);
+    expect(p.matmul.f16.path).toBe('tensor-cores');
+    const big = TC_TILES[tcTuning.big];
+    expect(p.matmul.f16.detail).toContain(`subgroup matrices 16x16x16 f16 -> f32, subgroup size 32; tiles ${big.bm}x${big.bn}x${big.bk} (2048 x 5632)`);
+    expect(p.matmul.bf16).toMatchObject({ path: 'portable', reason: expect.stringMatching(/bf16 x bf16/) });
+    expect(p.matmul.f32).toMatchObject({ path: 'portable', reason: expect.stringMatching(/f32 x f32/) });
+    const lines = computePathLines(p);
+    expect(lines[1]).toMatch(/^ {2}matmul f16 x f16 +tensor cores: subgroup matrices 16x16x16/);
+    // Apple through Metal offers 8x8x8: never a hard-coded fragment
+    const apple = withInfo({ ...h200.info, subgroupMatrixConfigs: [cfg(8, 8, 8, 'f16', 'f32')] });
+    expect(computePaths(apple).matmul.f16.detail).toMatch(/subgroup matrices 8x8x8 f16 -> f32/);
+    // subgroup matrices without shader-f16: portable, and says why
+    const noF16 = withInfo({ ...h200.info, features: { ...h200.info.features, shaderF16: false } });
+    expect(computePaths(noF16).matmul.f16).toMatchObject({ path: 'portable', reason: 'the adapter has no shader-f16' });
+  });
+
+  it('rusty devices prints the paths, and --json has them', async () => {
+    const out: string[] = [];
+    vi.spyOn(console, 'log').mockImplementation((...a) => void out.push(a.join(' ') + '\n'));
+    expect(await main(['devices'])).toBe(0);
+    const text = out.join('');
+    expect(text).toMatch(/^compute paths$/m);
+    expect(text).toMatch(/^ {2}matmul f16 x f16 +(tensor cores|portable): /m);
+    expect(text).toMatch(/^ {2}attention D=128 +portable: flash attention/m);
+    out.length = 0;
+    expect(await main(['devices', '--json'])).toBe(0);
+    const j = JSON.parse(out.join(''));
+    expect(j.paths).toEqual(computePaths(ctx));
+  });
+});

@@ -1,0 +1,81 @@
+// Which kernel paths an adapter gets, for `rusty devices`: asked of the backend's own selection functions (the ones
+// the ops call), never decided here.
+import { attentionTiles, chooseTcTile, matmulPath, type Context, type FloatDType, type TcTile } from '@rusty/backend';
+
+/** How one kind of product runs on this adapter. */
+export interface ComputePath {
+  /** `tensor-cores`: f16 x f16 -> f32 on subgroup matrices; `portable`: the kernels every adapter runs. */
+  path: 'tensor-cores' | 'portable';
+  /** What runs: the fragment and tiles, or the portable kernels' arithmetic. */
+  detail: string;
+  /** Why the tensor cores are not used (portable paths only). */
+  reason?: string;
+}
+
+/** The kernel paths of an adapter: matmul per operand dtype, attention per head dim. */
+export interface ComputePaths {
+  matmul: Record<FloatDType, ComputePath>;
+  attention: Record<string, ComputePath>;
+}
+
+const tileText = (t: TcTile): string => `${t.bm}x${t.bn}x${t.bk}`;
+
+/** A large product (a 1.1B model's projection over 4 x 512 tokens) and a LoRA-sized one, for the tiles shown. */
+const BIG = { M: 2048, N: 5632, batch: 1, transA: false, transB: false };
+const SMALL = { M: 512, N: 256, batch: 1, transA: false, transB: false };
+
+const UNPACKED: Record<FloatDType, string> = {
+  f32: 'f32 operands, f32 arithmetic',
+  f16: 'f16 operands unpacked to f32 in the shader (half the memory traffic), f32 arithmetic',
+  bf16: 'bf16 operands unpacked to f32 in the shader (half the memory traffic), f32 arithmetic',
+};
+
+function matmulOf(ctx: Context, dtype: FloatDType): ComputePath {
+  const p = matmulPath(ctx, dtype, dtype, {}, 4096);
+  if (p.tc) {
+    const f = p.tc.frag;
+    let tiles: string;
+    try {
+      tiles = `tiles ${tileText(chooseTcTile(p.tc, ctx.info.limits, BIG))} (2048 x 5632) / ${tileText(chooseTcTile(p.tc, ctx.info.limits, SMALL))} (512 x 256)`;
+    } catch (e) {
+      return { path: 'portable', detail: UNPACKED[dtype], reason: (e as Error).message };
+    }
+    return {
+      path: 'tensor-cores',
+      detail: `subgroup matrices ${f.M}x${f.N}x${f.K} ${f.componentType} -> ${f.resultComponentType}, subgroup size ${p.tc.subgroupSize}; ${tiles}`,
+    };
+  }
+  return { path: 'portable', detail: UNPACKED[dtype], ...(p.reason ? { reason: p.reason } : {}) };
+}
+
+/** Head dims shown for attention (Llama 1B-8B: 64 and 128). */
+const HEAD_DIMS = [64, 128];
+
+function attentionOf(ctx: Context, D: number): ComputePath {
+  const t = attentionTiles(ctx, D);
+  const s = (x: readonly number[]) => x.join('x');
+  return {
+    path: 'portable',
+    detail: `flash attention, f32 arithmetic (f16/bf16 inputs unpacked); tiles fwd ${s(t.fwd)}, dK/dV ${s(t.dkdv)}, dQ ${s(t.dq)}`,
+    reason: 'no tensor-core attention kernels in this build',
+  };
+}
+
+/** Which matmul and attention kernels this adapter runs (what `rusty devices` shows). */
+export function computePaths(ctx: Context): ComputePaths {
+  return {
+    matmul: { f16: matmulOf(ctx, 'f16'), bf16: matmulOf(ctx, 'bf16'), f32: matmulOf(ctx, 'f32') },
+    attention: Object.fromEntries(HEAD_DIMS.map((D) => [`D=${D}`, attentionOf(ctx, D)])),
+  };
+}
+
+/** The lines of `rusty devices` for {@link computePaths}. */
+export function computePathLines(p: ComputePaths): string[] {
+  const line = (what: string, c: ComputePath) =>
+    `  ${what.padEnd(22)} ${c.path === 'tensor-cores' ? 'tensor cores' : 'portable'}: ${c.detail}${c.reason ? ` (${c.reason})` : ''}`;
+  return [
+    'compute paths',
+    ...(['f16', 'bf16', 'f32'] as const).map((d) => line(`matmul ${d} x ${d}`, p.matmul[d])),
+    ...Object.entries(p.attention).map(([k, c]) => line(`attention ${k}`, c)),
+  ];
+}
