@@ -13,3 +13,4 @@ export {
   roundEven,
   type HostQuant,
 } from './quant/quant.ref';
+export { gemv16, gemvTuning, gemvSubgroupsAvailable, GEMV_MAX_ROWS, type Gemv16Options } from './quant/gemv';

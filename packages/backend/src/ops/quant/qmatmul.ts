@@ -8,6 +8,7 @@ import { assertFloat, checkBinding, checkOut, fmtShape } from '../core/util';
 import { FMT_ID, type QuantTensor } from './formats';
 import { matmul } from '../core/matmul';
 import { dequantize, describeQuant, quantPrelude, quantScales } from './quantize';
+import { gemvSubgroupsAvailable, quantGemvSg } from './gemv';
 
 /**
  * Which kernels run a quantized product: `tiled` (the fused kernel: W's tiles dequantized into workgroup
@@ -17,10 +18,11 @@ import { dequantize, describeQuant, quantPrelude, quantScales } from './quantize
  */
 export type QuantMatmulVariant = 'auto' | 'tiled' | 'gemv' | 'dequant';
 
-/** Tuning knobs: `manyRows` is what `auto` runs on GPUs for more than {@link QUANT_GEMV_MAX_ROWS} rows and for
+/** Tuning knobs: `gemv` picks the decode kernel (`auto`: the subgroup GEMV of `gemv.ts` where the adapter has
+ *  subgroups, else the portable `shaders/dequant-gemv.wgsl`; `portable`: always the latter); `manyRows` is what `auto` runs on GPUs for more than {@link QUANT_GEMV_MAX_ROWS} rows and for
  *  the backward (software adapters always take the fused `tiled` kernel). Chosen from quant-bench runs (see
  *  docs/PERFORMANCE.md). */
-export const quantTuning: { manyRows: 'tiled' | 'dequant' } = { manyRows: 'dequant' };
+export const quantTuning: { manyRows: 'tiled' | 'dequant'; gemv: 'auto' | 'portable' } = { manyRows: 'dequant', gemv: 'auto' };
 
 function quantManyRows(ctx: Context): 'tiled' | 'dequant' {
   return ctx.info.isSoftware ? 'tiled' : quantTuning.manyRows;
@@ -74,7 +76,10 @@ export function quantLinear(ctx: Context, x: DeviceTensor, w: QuantTensor, opts:
   }
   const { scales, owned } = quantScales(ctx, w);
   const bias = opts.bias ?? x;
-  if (variant === 'gemv') gemv(ctx, x, w, scales, bias, !!opts.bias, y, M);
+  if (variant === 'gemv') {
+    if (quantTuning.gemv === 'auto' && gemvSubgroupsAvailable(ctx)) quantGemvSg(ctx, x, w, scales, opts.bias, y, M);
+    else gemv(ctx, x, w, scales, bias, !!opts.bias, y, M);
+  }
   else tiled(ctx, x, w, scales, bias, !!opts.bias, y, M, false);
   if (owned) ctx.release(scales.buffer);
   return y;

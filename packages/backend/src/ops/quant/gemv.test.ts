@@ -1,0 +1,130 @@
+// The subgroup GEMV (quantized and 16-bit float weights) against float64 references of the same values.
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createContext, type Context } from '../../context';
+import type { DType } from '../../dtype';
+import { ShapeError } from '../../errors';
+import { download, empty, poison, release, upload, type DeviceTensor } from '../../tensor';
+import { randn, relErr } from '../../testing';
+import { quantSpec, type QuantSpec } from './formats';
+import { gemv16, gemvSource, gemvSubgroupsAvailable, gemvTuning } from './gemv';
+import { quantLinear, quantTuning } from './qmatmul';
+import { dequantizeRef } from './quant.ref';
+import { quantize, releaseQuant } from './quantize';
+import { name, readQuant, weights } from './quant.test-util';
+
+const ctx: Context = await createContext();
+afterAll(() => ctx.destroy());
+const saved = { ...gemvTuning };
+afterEach(() => {
+  Object.assign(gemvTuning, saved);
+  quantTuning.gemv = 'auto';
+});
+
+/** x W^T (+ b) in float64, W [N, K]. */
+function refLinear(x: ArrayLike<number>, w: ArrayLike<number>, b: ArrayLike<number> | null, M: number, N: number, K: number): Float64Array {
+  const y = new Float64Array(M * N);
+  for (let m = 0; m < M; m++)
+    for (let n = 0; n < N; n++) {
+      let s = b ? b[n]! : 0;
+      for (let k = 0; k < K; k++) s += x[m * K + k]! * w[n * K + k]!;
+      y[m * N + n] = s;
+    }
+  return y;
+}
+
+function poisoned(shape: number[]): DeviceTensor {
+  const t = empty(ctx, shape);
+  poison(ctx, t);
+  return t;
+}
+
+const hasSg = () => gemvSubgroupsAvailable(ctx);
+
+describe('subgroup GEMV, quantized weights', () => {
+  // [spec, M, N, K, x dtype, tuning]: 16-byte and single-word rows (int8/row with K % 16 != 0), partial last
+  // chunks (K not a multiple of the block), N not a multiple of R, several chunks per thread (32 threads),
+  // chunk-level and pre-scaled accumulation (M * R > 16)
+  const cases: [QuantSpec, number, number, number, DType, Partial<typeof gemvTuning>][] = [
+    [quantSpec('int4', 64), 1, 37, 200, 'f32', {}],
+    [quantSpec('int4', 32), 3, 9, 96, 'f32', { rows: 1 }],
+    [quantSpec('int4', 128), 1, 21, 700, 'f32', { threads: 32, rows: 8, unroll: true }],
+    [quantSpec('nf4', 64), 1, 19, 130, 'f32', {}],
+    [quantSpec('nf4', 64, true), 1, 40, 320, 'bf16', {}],
+    [quantSpec('int8', 0), 1, 13, 99, 'f32', {}],
+    [quantSpec('int8', 0), 5, 11, 64, 'f16', { rowsMany: 4, unroll: true }],
+    [quantSpec('int8', 32), 16, 6, 160, 'f32', { rowsMany: 2 }],
+    [quantSpec('int4', 64), 7, 10, 256, 'f32', { rowsMany: 3, threads: 32 }],
+  ];
+  for (const [spec, M, N, K, xd, tune] of cases)
+    it.runIf(hasSg())(`${name(spec)} [${M}, ${K}] x [${N}, ${K}]^T, x ${xd}, ${JSON.stringify(tune)}`, async () => {
+      Object.assign(gemvTuning, tune);
+      const wt = upload(ctx, weights(N, K, N + K), [N, K]);
+      const q = quantize(ctx, wt, spec);
+      const wq = dequantizeRef(spec, await readQuant(ctx, q));
+      const xt = upload(ctx, randn(M * K, M + 5), [M, K], xd);
+      const x = Float64Array.from(await download(ctx, xt));
+      const bias = N % 2 ? upload(ctx, randn(N, 3), [N]) : undefined;
+      const b = bias ? Float64Array.from(await download(ctx, bias)) : null;
+      const out = poisoned([M, N]);
+      quantLinear(ctx, xt, q, { bias, out, variant: 'gemv' });
+      expect(relErr(await download(ctx, out), refLinear(x, wq, b, M, N, K))).toBeLessThan(2e-6);
+      release(ctx, wt, xt, out, ...(bias ? [bias] : []));
+      releaseQuant(ctx, q);
+    });
+
+  it.runIf(hasSg())('the portable kernel stays reachable (quantTuning.gemv) and agrees', async () => {
+    const spec = quantSpec('int4', 64);
+    const [M, N, K] = [1, 12, 128];
+    const q = quantize(ctx, upload(ctx, weights(N, K, 1), [N, K]), spec);
+    const xt = upload(ctx, randn(M * K, 2), [M, K]);
+    const a = poisoned([M, N]);
+    quantLinear(ctx, xt, q, { out: a, variant: 'gemv' });
+    quantTuning.gemv = 'portable';
+    const b = poisoned([M, N]);
+    quantLinear(ctx, xt, q, { out: b, variant: 'gemv' });
+    expect(relErr(await download(ctx, a), await download(ctx, b))).toBeLessThan(2e-6);
+    releaseQuant(ctx, q);
+  });
+
+  it('the generated kernel unrolls every accumulator and reads 16 bytes per weight load', () => {
+    const src = gemvSource({ MR: 2, R: 3, WG: 64, NSG: 8, CW: 4, epw: 8, fmt: 1, xVec: true, hasBias: false, preScale: false, unroll: true });
+    expect(src).toContain('var a_2_1 = 0.0;');
+    expect(src).toContain('let w_2 = q4[row_2 * p.nc + c];');
+    expect(src).toContain('x4[(1u * p.K + k0 + 28u) >> 2u]');
+    expect(src).not.toMatch(/^\s*\/\/@/m);
+    const rolled = gemvSource({ MR: 2, R: 3, WG: 64, NSG: 8, CW: 4, epw: 8, fmt: 1, xVec: true, hasBias: false, preScale: true, unroll: false });
+    expect(rolled).toContain('var a: array<f32, R * MR>;');
+    expect(rolled).not.toMatch(/^\s*\/\/@/m);
+  });
+});
+
+describe('gemv16 (the f16 / bf16 GEMV baseline)', () => {
+  // K % 8 == 0: 16-byte loads; K even otherwise: one word per load; K odd: matmul
+  const cases: [DType, number, number, number][] = [
+    ['f16', 1, 33, 136],
+    ['bf16', 2, 17, 64],
+    ['f16', 3, 10, 50],
+    ['f16', 16, 7, 40],
+    ['f16', 2, 9, 31],
+  ];
+  for (const [wd, M, N, K] of cases)
+    it(`${wd} [${M}, ${K}] x [${N}, ${K}]^T`, async () => {
+      const wt = upload(ctx, randn(N * K, N, 0.1), [N, K], wd);
+      const w = Float64Array.from(await download(ctx, wt));
+      const xt = upload(ctx, randn(M * K, K), [M, K]);
+      const x = Float64Array.from(await download(ctx, xt));
+      const bias = M === 2 ? upload(ctx, randn(N, 9), [N], 'f16') : undefined;
+      const b = bias ? Float64Array.from(await download(ctx, bias)) : null;
+      const out = poisoned([M, N]);
+      gemv16(ctx, xt, wt, { bias, out });
+      expect(relErr(await download(ctx, out), refLinear(x, w, b, M, N, K))).toBeLessThan(2e-6);
+      release(ctx, wt, xt, out, ...(bias ? [bias] : []));
+    });
+
+  it('shape errors', () => {
+    const w = upload(ctx, randn(8 * 16, 1), [8, 16], 'f16');
+    expect(() => gemv16(ctx, upload(ctx, randn(15, 1), [1, 15]), w)).toThrow(/in_features 16/);
+    expect(() => gemv16(ctx, upload(ctx, randn(17 * 16, 1), [17, 16]), w)).toThrow(ShapeError);
+    expect(() => gemv16(ctx, upload(ctx, randn(16, 1), [1, 16]), upload(ctx, randn(16, 1), [1, 16]))).toThrow(/f16 or bf16/);
+  });
+});

@@ -1,0 +1,274 @@
+/**
+ * The decode-shape GEMV with subgroup reductions (`shaders/dequant-gemv-sg.wgsl`): `Y [M, N] = X [M, K] W^T`
+ * for 1..16 rows, reading W's packed words once, 16 bytes per load, R rows of W per workgroup. It serves quantized
+ * weights (`quantLinear`'s `gemv` variant on adapters with subgroups) and 16-bit float weights ({@link gemv16},
+ * the honest f16 baseline of the same shape). Adapters without subgroups run the portable
+ * `shaders/dequant-gemv.wgsl` for quantized weights and `matmul` for float ones.
+ */
+import gemvWgsl from '../../../../../shaders/dequant-gemv-sg.wgsl';
+import type { Context } from '../../context';
+import { ShapeError } from '../../errors';
+import { formatOf } from '../../format';
+import { cachedKernel } from '../../kernel-cache';
+import { empty, numel, type DeviceTensor } from '../../tensor';
+import { matmul } from '../core/matmul';
+import { assertFloat, checkBinding, checkOut, fmtShape } from '../core/util';
+import { FMT_ID, type QuantTensor } from './formats';
+import { quantPrelude } from './quantize';
+
+/** Rows of X the GEMV kernels take. */
+export const GEMV_MAX_ROWS = 16;
+
+/** Tuning of the subgroup GEMV (a benchmark may change it): rows of W per workgroup for few / many rows of X,
+ *  the threads per workgroup (`0`: from the row length, {@link gemvThreads}), and `unroll` (unset: unrolled on
+ *  GPUs, and on software adapters for at most 4 accumulators per thread). Chosen from quant-bench runs
+ *  (docs/PERFORMANCE.md). */
+export const gemvTuning: { rows: number; rowsMany: number; manyFrom: number; threads: number; maxThreads: number; unroll?: boolean } = {
+  rows: 4,
+  rowsMany: 2,
+  manyFrom: 5,
+  threads: 0,
+  maxThreads: 256,
+};
+
+/** Whether this context runs the subgroup GEMV: it needs `subgroups` and a known smallest subgroup size. */
+export function gemvSubgroupsAvailable(ctx: Context): boolean {
+  return ctx.info.features.subgroups && ctx.info.subgroupSizes.min > 0 && ctx.info.subgroupSizes.max <= 128;
+}
+
+/** Threads per workgroup for rows of `nc` chunks: about one chunk per thread, a power of two between the
+ *  adapter's largest subgroup size and `gemvTuning.maxThreads`. */
+export function gemvThreads(ctx: Context, nc: number): number {
+  if (gemvTuning.threads) return gemvTuning.threads;
+  const lo = Math.max(ctx.info.subgroupSizes.max, 32);
+  let t = lo;
+  while (t < gemvTuning.maxThreads && t < nc) t *= 2;
+  return t;
+}
+
+/** The weight side of one GEMV launch. */
+interface GemvWeight {
+  N: number;
+  K: number;
+  /** u32 words per row. */
+  wpr: number;
+  /** Elements per u32 word. */
+  epw: number;
+  G: number;
+  nb: number;
+  /** quant format id (FMT) or the 16-bit float dtype. */
+  fmt: number | 'f16' | 'bf16';
+  data: DeviceTensor;
+  scales?: DeviceTensor;
+}
+
+/** Generated WGSL of one kernel variant (exported for tests that inspect it). */
+export function gemvSource(o: GemvShape): string {
+  const { CW, epw } = o;
+  const CE = CW * epw;
+  const floatW = typeof o.fmt === 'string';
+  const MR = o.MR;
+  const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
+  let pre =
+    c('MR', MR) + c('R', o.R) + c('WG', o.WG) + c('NSG', o.NSG) + c('CW', CW) + c('CE', CE) +
+    `const HAS_BIAS: bool = ${o.hasBias};\nconst FLOAT_W: bool = ${floatW};\n` +
+    `fn deq_f2(w: u32) -> vec2f { return ${floatW ? formatOf(o.fmt as string).wgsl.unpack('w') : 'vec2f(0.0)'}; }\n`;
+  // one x element (x4 and x cannot both be used by one entry point)
+  if (o.xVec) pre += '@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\nfn xe(i: u32) -> f32 { return x4[i >> 2u][i & 3u]; }\n';
+  else pre += 'fn xe(i: u32) -> f32 { return read_x(i); }\n';
+  if (CW === 4) pre += '@group(0) @binding(2) var<storage, read> q4: array<vec4u>;\n';
+  // the chunk's element groups: [first element, size, WGSL of the unscaled values of row r]
+  const groups: Group[] = [];
+  const word = (r: number, j: number) => (CW === 4 ? `w_${r}[${j}]` : `w_${r}`);
+  if (floatW) {
+    if (CW === 4) for (const j of [0, 2]) groups.push([j * 2, 4, (r) => `vec4f(deq_f2(${word(r, j)}), deq_f2(${word(r, j + 1)}))`]);
+    else groups.push([0, 2, (r) => `deq_f2(${word(r, 0)})`]);
+  } else
+    for (let j = 0; j < CW; j++) {
+      if (epw === 4) groups.push([j * 4, 4, (r) => `deq_i8(${word(r, j)})`]);
+      else {
+        const f = o.fmt === FMT_ID.nf4 ? 'deq_nf4' : 'deq_i4';
+        groups.push([j * 8, 4, (r) => `${f}(${word(r, j)}, SH_LO)`]);
+        groups.push([j * 8 + 4, 4, (r) => `${f}(${word(r, j)}, SH_HI)`]);
+      }
+    }
+  const xg: XLoad = (m, e0, g) => {
+    const b = `${typeof m === 'number' ? `${m}u` : m} * p.K + k0 + ${e0}u`;
+    if (o.xVec && g === 4) return `x4[(${b}) >> 2u]`;
+    return `vec${g}f(${[...Array(g).keys()].map((i) => `xe(${b} + ${i}u)`).join(', ')})`;
+  };
+  const hasScale = !floatW;
+  const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
+  return pre + gemvWgsl.replace(/^(\s*)\/\/@(acc|load|fast|tail|reduce)$/gm, (_, ind: string, k: string) => ind + parts[k]);
+}
+
+type Group = [number, number, (r: number) => string];
+type XLoad = (m: number | string, e0: number, g: number) => string;
+
+/** The //@load lines: each row's chunk words (and scale). */
+function loadCode(R: number, CW: number, hasScale: boolean): string {
+  return [...Array(R).keys()]
+    .map((r) => {
+      const row = `let row_${r} = min(n0 + ${r}u, p.N - 1u);`;
+      const w = CW === 4 ? `let w_${r} = q4[row_${r} * p.nc + c];` : `let w_${r} = q[row_${r} * p.nc + c];`;
+      const s = hasScale ? `let s_${r} = read_s(row_${r} * p.nb + k0 / p.G);` : '';
+      return [row, w, s].filter(Boolean).join(' ');
+    })
+    .join('\n    ');
+}
+
+/** Every accumulator a named variable, every row and row of X written out (GPUs). */
+function unrolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolean): Record<string, string> {
+  const { MR, R, CW, epw } = o;
+  const rs = [...Array(R).keys()];
+  const ms = [...Array(MR).keys()];
+  const tAcc = hasScale && !o.preScale;
+  const acc = rs.flatMap((r) => ms.map((m) => `var a_${r}_${m} = 0.0;`)).join('\n  ');
+  const fast: string[] = [];
+  if (tAcc) fast.push(...rs.flatMap((r) => ms.map((m) => `var t_${r}_${m} = 0.0;`)));
+  groups.forEach(([e0, g, expr], gi) => {
+    for (const r of rs) fast.push(`let d_${r}_${gi} = ${expr(r)}${hasScale && !tAcc ? ` * s_${r}` : ''};`);
+    for (const m of ms) {
+      fast.push(`{ let xv = ${xg(m, e0, g)};`);
+      for (const r of rs) fast.push(tAcc ? `  t_${r}_${m} += dot(d_${r}_${gi}, xv);` : `  a_${r}_${m} += dot(d_${r}_${gi}, xv);`);
+      fast.push('}');
+    }
+  });
+  if (tAcc) fast.push(...rs.flatMap((r) => ms.map((m) => `a_${r}_${m} = fma(s_${r}, t_${r}_${m}, a_${r}_${m});`)));
+  const tailWord = (r: number) => (CW === 4 ? `w_${r}[e / ${epw}u]` : `w_${r}`);
+  const tail = [
+    ...rs.map((r) => `let v_${r} = w_elem(${tailWord(r)}, e % ${epw}u)${hasScale ? ` * s_${r}` : ''};`),
+    ...ms.flatMap((m) => [`{ let xv = xe(${m}u * p.K + k);`, ...rs.map((r) => `  a_${r}_${m} = fma(v_${r}, xv, a_${r}_${m});`), '}']),
+  ].join('\n          ');
+  const reduce = [
+    ...rs.flatMap((r) => ms.map((m) => `let z_${r}_${m} = subgroupAdd(a_${r}_${m});`)),
+    'if (subgroupElect()) {',
+    ...rs.flatMap((r) => ms.map((m) => `  part[${r * MR + m}u * NSG + sid] = z_${r}_${m};`)),
+    '}',
+  ].join('\n  ');
+  return { acc, load: loadCode(R, CW, hasScale), fast: fast.join('\n      '), tail, reduce };
+}
+
+/** The rows of X in loops over an array of accumulators whose bound the compiler cannot see (`p.one`):
+ *  software adapters, where the unrolled form of many rows costs their compiler tens of seconds. */
+function rolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolean): Record<string, string> {
+  const { R, CW, epw } = o;
+  const rs = [...Array(R).keys()];
+  const loop = (body: string) => `for (var m = 0u; m < MR * p.one; m++) { ${body} }`;
+  const fast: string[] = [];
+  groups.forEach(([e0, g, expr], gi) => {
+    for (const r of rs) fast.push(`let d_${r}_${gi} = ${expr(r)}${hasScale ? ` * s_${r}` : ''};`);
+    fast.push(loop(`let xv = ${xg('m', e0, g)}; ${rs.map((r) => `a[${r}u * MR + m] += dot(d_${r}_${gi}, xv);`).join(' ')}`));
+  });
+  const tailWord = (r: number) => (CW === 4 ? `w_${r}[e / ${epw}u]` : `w_${r}`);
+  const tail = [
+    ...rs.map((r) => `let v_${r} = w_elem(${tailWord(r)}, e % ${epw}u)${hasScale ? ` * s_${r}` : ''};`),
+    loop(`let xv = xe(m * p.K + k); ${rs.map((r) => `a[${r}u * MR + m] = fma(v_${r}, xv, a[${r}u * MR + m]);`).join(' ')}`),
+  ].join('\n          ');
+  const reduce = `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); if (subgroupElect()) { part[i * NSG + sid] = z; } }`;
+  return { acc: 'var a: array<f32, R * MR>;', load: loadCode(R, CW, hasScale), fast: fast.join('\n      '), tail, reduce };
+}
+
+/** What one generated GEMV kernel is specialised for. */
+export interface GemvShape {
+  /** Rows of X. */
+  MR: number;
+  /** Rows of W per workgroup. */
+  R: number;
+  WG: number;
+  NSG: number;
+  /** u32 words per chunk (4 or 1). */
+  CW: number;
+  /** Elements per word. */
+  epw: number;
+  fmt: number | 'f16' | 'bf16';
+  xVec: boolean;
+  hasBias: boolean;
+  /** Scale the dequantized values (else each chunk's dot products, once). */
+  preScale: boolean;
+  /** Named accumulators, everything written out (else loops over MR, software adapters). */
+  unroll: boolean;
+}
+
+/** Encode one subgroup GEMV: `y = x w^T (+ bias)` for x [M, K] (M <= 16), w described by `w`. */
+function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {
+  const { N, K, wpr, epw } = w;
+  const CW = wpr % 4 === 0 ? 4 : 1;
+  const nc = wpr / CW;
+  const R = Math.min(M >= gemvTuning.manyFrom ? gemvTuning.rowsMany : gemvTuning.rows, N);
+  const WG = gemvThreads(ctx, nc);
+  const NSG = Math.ceil(WG / ctx.info.subgroupSizes.min);
+  const xVec = x.dtype === 'f32' && K % 4 === 0;
+  const floatW = typeof w.fmt === 'string';
+  const unroll = gemvTuning.unroll ?? (!ctx.info.isSoftware || M * R <= 4);
+  const preScale = M * R > 16 || !unroll;
+  const s = w.scales ?? x;
+  const b = bias ?? x;
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, xVec, hasBias: !!bias, preScale, unroll };
+  const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
+  const k = cachedKernel(ctx, key, () => ({
+    name: floatW ? 'gemv16' : 'dequant-gemv-sg',
+    code: quantPrelude() + gemvSource(o),
+    bindings: [
+      { name: 'x', access: 'read', dtype: x.dtype },
+      { name: 'q', access: 'read', dtype: 'u32' },
+      { name: 's', access: 'read', dtype: s.dtype },
+      { name: 'bias', access: 'read', dtype: b.dtype },
+      { name: 'y', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:N', 'u32:K', 'u32:G', 'u32:nb', 'u32:nc', 'u32:gx', 'u32:one'],
+    constants: floatW ? undefined : { FMT: w.fmt as number },
+    enables: ['subgroups'],
+  }));
+  const nwg = Math.ceil(N / R);
+  const gy = Math.ceil(nwg / 65535);
+  const gx = Math.ceil(nwg / gy);
+  ctx.dispatch(k, [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer], [gx, gy, 1], [N, K, w.G, w.nb, nc, gx, 1]);
+}
+
+/** The subgroup GEMV of a quantized weight (first-level scales already decoded: `quantScales`). Used by
+ *  `quantLinear`; x [M, K] with M <= 16, y f32 [M, N]. */
+export function quantGemvSg(ctx: Context, x: DeviceTensor, q: QuantTensor, scales: DeviceTensor, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {
+  const l = q.layout;
+  launch(ctx, x, { N: l.N, K: l.K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID[q.spec.format], data: q.data, scales }, bias, y, M);
+}
+
+/** Options of {@link gemv16}. */
+export interface Gemv16Options {
+  bias?: DeviceTensor;
+  /** Write into this f32 tensor of the result's shape. */
+  out?: DeviceTensor;
+}
+
+/**
+ * `y = x W^T (+ bias)` for a 16-bit float weight W [N, K] (f16 or bf16, HF layout `[out, in]`) and 1..16 rows
+ * of x [..., K] (any float dtype): the decode-shape GEMV, reading W once, 16 bytes per load. The result is a new
+ * f32 tensor [..., N]. Where the adapter has no subgroups, or K is odd (rows not whole u32 words), it runs
+ * `matmul` instead.
+ */
+export function gemv16(ctx: Context, x: DeviceTensor, w: DeviceTensor, opts: Gemv16Options = {}): DeviceTensor {
+  assertFloat(x, 'gemv16', 'x');
+  if (w.dtype !== 'f16' && w.dtype !== 'bf16') throw new ShapeError(`gemv16: weight must be f16 or bf16, got ${w.dtype}`);
+  if (w.shape.length !== 2) throw new ShapeError(`gemv16: weight ${fmtShape(w.shape)} must be 2-D [out, in]`);
+  const [N, K] = w.shape as [number, number];
+  if (x.shape.length < 1 || x.shape[x.shape.length - 1] !== K) throw new ShapeError(`gemv16: input ${fmtShape(x.shape)} does not end in in_features ${K} of weight ${fmtShape(w.shape)}`);
+  const M = numel(x.shape) / K;
+  if (M > GEMV_MAX_ROWS) throw new ShapeError(`gemv16: at most ${GEMV_MAX_ROWS} rows, got ${M} (input ${fmtShape(x.shape)})`);
+  if (opts.bias) {
+    assertFloat(opts.bias, 'gemv16', 'bias');
+    if (numel(opts.bias.shape) !== N) throw new ShapeError(`gemv16: bias ${fmtShape(opts.bias.shape)} does not match out_features ${N}`);
+  }
+  const shape = [...x.shape.slice(0, -1), N];
+  if (opts.out) checkOut(opts.out, shape, 'gemv16', 'f32', [x]);
+  const y = opts.out ?? empty(ctx, shape);
+  checkBinding(ctx, x, 'gemv16', 'x');
+  checkBinding(ctx, w, 'gemv16', 'weight');
+  checkBinding(ctx, y, 'gemv16', 'y');
+  if (M === 0) return y;
+  if (!gemvSubgroupsAvailable(ctx) || K % 2) {
+    matmul(ctx, { ...x, shape: [M, K] }, w, { transB: true, bias: opts.bias, out: { ...y, shape: [M, N] } });
+    return y;
+  }
+  launch(ctx, x, { N, K, wpr: K / 2, epw: 2, G: 1, nb: 1, fmt: w.dtype as 'f16' | 'bf16', data: w }, opts.bias, y, M);
+  return y;
+}

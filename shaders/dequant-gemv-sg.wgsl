@@ -1,0 +1,92 @@
+// dequant-gemv-sg: the decode-shape product Y [M, N] = X [M, K] W^T (+ bias) for M <= 16 rows, bandwidth-bound,
+//   with subgroup reductions. W is a quantized matrix (int8 / int4 / NF4 codes with block scales, layouts in
+//   packages/backend/src/ops/quant/formats.ts) or a plain 16-bit float matrix (f16 / bf16, two per u32 word: the
+//   float GEMV baseline runs the same kernel).
+// Bindings: x (read f32, f16 or bf16 [M, K]), q (read u32 [N, wpr]: W's words, padded rows; for 16-bit float
+//   weights [N, K] with K even), s (read f32 or f16 [N, nb] block scales; for float weights x again, unused),
+//   bias (read [N], any float; x again when HAS_BIAS is false), y (rw f32 [M, N]).
+//   Where the generated code reads 16 bytes at a time it re-declares x as x4: array<vec4f> and q as
+//   q4: array<vec4u> on their binding numbers (prepended by the wrapper, only when used).
+// Params: N, K, G (elements per block; any value for float weights), nb (blocks per row), nc (chunks per row:
+//   wpr / CW), gx (workgroups per grid row).
+// Prepended by the wrapper (ops/quant/gemv.ts), all WGSL consts: MR (rows of X), R (rows of W per workgroup),
+//   WG (threads), NSG (most subgroups a workgroup can have: WG / the adapter's smallest subgroup size), CW (u32
+//   words per chunk: 4, one vec4u load, or 1), CE (elements per chunk), HAS_BIAS, FLOAT_W (16-bit float weights),
+//   `fn deq_f2(w: u32) -> vec2f` (float weights: the two values of a word, from the format table), the
+//   FMT override (quant-common), and the generated code at the //@acc, //@load, //@fast, //@tail and //@reduce
+//   lines: named accumulators a_<r>_<m>, the R rows' chunk words w_<r> and scales s_<r>, the unrolled
+//   dequantize-and-dot of a whole chunk, the masked element loop of a row's last, partial chunk, and the
+//   subgroupAdd of every accumulator.
+// Grid: ceil(N / R) workgroups (x + y * gx). Workgroup: WG threads; thread t takes chunks t, t + WG, ... of the R
+//   rows n0 .. n0 + R - 1 (n0 = R * workgroup index; rows past N read row N - 1 and write nothing), so one load
+//   instruction of a subgroup reads consecutive 16-byte words of one row, and each X chunk read serves R rows.
+// Scheme: a chunk (CE elements, within one block) is dequantized without per-element branches or integer-to-float
+//   conversions (int4 / int8 codes are OR-ed into the mantissa of 2^23 and the offset subtracted: exact), dotted
+//   with X, and scaled once per chunk; then each accumulator is summed over the subgroup (subgroupAdd), the
+//   subgroups' sums go through workgroup memory, and thread i < R * MR adds them in a fixed order (deterministic).
+var<workgroup> lut: array<f32, 16>;
+var<workgroup> part: array<f32, R * MR * NSG>;
+
+fn nf4_value(u: u32) -> f32 { return lut[u]; }
+
+// four int8 codes of a word (element e in byte e), as exact f32 values
+fn deq_i8(w: u32) -> vec4f {
+  return bitcast<vec4f>(((vec4u(w) >> vec4u(0u, 8u, 16u, 24u)) & vec4u(0xffu)) ^ vec4u(0x4B000080u)) - vec4f(8388736.0);
+}
+
+// four of the eight 4-bit codes of a word: elements 0..3 (sh = SH_LO) or 4..7 (SH_HI); element 2j is the high
+// nibble of byte j
+const SH_LO = vec4u(4u, 0u, 12u, 8u);
+const SH_HI = vec4u(20u, 16u, 28u, 24u);
+fn deq_i4(w: u32, sh: vec4u) -> vec4f {
+  return bitcast<vec4f>(((vec4u(w) >> sh) & vec4u(15u)) | vec4u(0x4B000000u)) - vec4f(8388616.0);
+}
+fn deq_nf4(w: u32, sh: vec4u) -> vec4f {
+  let u = (vec4u(w) >> sh) & vec4u(15u);
+  return vec4f(lut[u.x], lut[u.y], lut[u.z], lut[u.w]);
+}
+
+// element e (0 .. elements per word - 1) of a word, unscaled (the partial last chunk)
+fn w_elem(w: u32, e: u32) -> f32 {
+  if (FLOAT_W) {
+    let v = deq_f2(w);
+    return select(v.x, v.y, e == 1u);
+  }
+  return q_value(w, e);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_id) sid: u32, @builtin(num_subgroups) nsg: u32) {
+  let n0 = (wg.x + wg.y * p.gx) * R;
+  if (!FLOAT_W && FMT == 2u) {
+    if (li < 16u) { lut[li] = NF4_CODE[li]; }
+    workgroupBarrier();
+  }
+  //@acc
+  for (var c = li; c < p.nc; c += WG) {
+    let k0 = c * CE;
+    //@load
+    if (k0 + CE <= p.K) {
+      //@fast
+    } else {
+      for (var e = 0u; e < CE; e++) {
+        let k = k0 + e;
+        if (k < p.K) {
+          //@tail
+        }
+      }
+    }
+  }
+  //@reduce
+  workgroupBarrier();
+  if (li < R * MR) {
+    let n = n0 + li / MR;
+    if (n < p.N) {
+      var v = 0.0;
+      for (var i = 0u; i < nsg; i++) { v += part[li * NSG + i]; }
+      if (HAS_BIAS) { v += read_bias(n); }
+      y[(li % MR) * p.N + n] = v;
+    }
+  }
+}
