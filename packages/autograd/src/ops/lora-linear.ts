@@ -1,4 +1,4 @@
-import { cast, matmul as mm, numel, reduce, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
+import { cast, LOWRANK_MAX_R, lowRankOuter, lowRankProject, matmul as mm, numel, reduce, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
 import { defineOp } from '../op';
 import type { Tensor } from '../tensor';
 import { computeDtype, type ComputeDtype } from './autocast';
@@ -19,11 +19,25 @@ function drop(ctx: Context, t: DeviceTensor, orig: DeviceTensor): void {
   if (t.buffer !== orig.buffer) ctx.release(t.buffer);
 }
 
+/** `x A^T` (A `[r, K]`) or `x B` (B `[K, r]`): one pass over x for ranks the low-rank kernel takes, else matmul. */
+function project(ctx: Context, x: DeviceTensor, w: DeviceTensor, layout: 'rk' | 'kr', r: number): DeviceTensor {
+  if (r <= LOWRANK_MAX_R) return lowRankProject(ctx, x, w, { wLayout: layout });
+  return mm(ctx, x, w, { transB: layout === 'rk' });
+}
+
+/** `alpha Y^T Z` as `[Q, r]` or `[r, Q]` (the adapters' weight gradients). */
+function outer(ctx: Context, y: DeviceTensor, z: DeviceTensor, layout: 'qr' | 'rq', alpha: number, r: number): DeviceTensor {
+  if (r <= LOWRANK_MAX_R) return lowRankOuter(ctx, y, z, { outLayout: layout, alpha });
+  return layout === 'qr' ? mm(ctx, y, z, { transA: true, alpha }) : mm(ctx, z, y, { transA: true, alpha });
+}
+
 /**
  * The LoRA projection as one op: `y = x W^T + b + s (x A^T) B^T` with the frozen W `[out, in]`, A `[r, in]`,
  * B `[out, r]`. The low-rank update is accumulated into the base product by the matmul's epilogue (no separate
- * scale and add passes over `[tokens, out]`, forward or backward), and x is cast to the compute dtype once for
- * both products. Saved for backward: x (in the compute dtype), W, A, B and `u = x A^T` (`[tokens, r]`).
+ * scale and add passes over `[tokens, out]`, forward or backward); x is cast to the compute dtype once; the
+ * four products with a long side (`x A^T`, `dY B`, `dA = v^T x`, `dB = dY^T u`) run on the low-rank kernels (one
+ * pass over the big operand, A, B, u and v read in f32: they are small). Saved for backward: x (in the
+ * compute dtype), W, A, B and `u = x A^T` (f32 `[tokens, r]`).
  * Backward: `v = dY B`, `dx = dY W + s v A`, `dA = s v^T x`, `dB = s dY^T u`.
  */
 const loraLinearOp = defineOp<LoraAttrs>({
@@ -40,42 +54,28 @@ const loraLinearOp = defineOp<LoraAttrs>({
     const wc = inCompute(ctx, w!, f16);
     const y = mm(ctx, xc, wc, { transB: true, bias: hasBias ? bias : undefined });
     drop(ctx, wc, w!);
-    const ac = inCompute(ctx, a!, f16);
-    const u = mm(ctx, xc, ac, { transB: true });
-    drop(ctx, ac, a!);
-    const uc = inCompute(ctx, u, f16);
-    drop(ctx, u, uc);
-    const bc = inCompute(ctx, b!, f16);
-    mm(ctx, uc, bc, { transB: true, alpha: scaling, accumulate: true, out: y });
-    drop(ctx, bc, b!);
-    return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [xc, w!, a!, b!, uc] };
+    const u = project(ctx, xc, a!, 'rk', r);
+    mm(ctx, u, b!, { transB: true, alpha: scaling, accumulate: true, out: y });
+    return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [xc, w!, a!, b!, u] };
   },
-  backward: (ctx, [g], [xc, w, a, b, uc], [mx, mw, ma, mb, mbias], { scaling, f16 }) => {
+  backward: (ctx, [g], [xc, w, a, b, u], [mx, mw, ma, mb, mbias], { scaling, f16 }) => {
+    const r = a!.shape[0]!;
     const g2 = flat2(g!);
     const gc = inCompute(ctx, g2, f16);
-    let vc: DeviceTensor | null = null;
-    if (mx!.requiresGrad || ma!.requiresGrad) {
-      const bc = inCompute(ctx, b!, f16);
-      const v = mm(ctx, gc, bc);
-      drop(ctx, bc, b!);
-      vc = inCompute(ctx, v, f16);
-      drop(ctx, v, vc);
-    }
+    const v = mx!.requiresGrad || ma!.requiresGrad ? project(ctx, gc, b!, 'kr', r) : null;
     let dx: DeviceTensor | null = null;
     if (mx!.requiresGrad) {
       const wc = inCompute(ctx, w!, f16);
       dx = mm(ctx, gc, wc);
       drop(ctx, wc, w!);
-      const ac = inCompute(ctx, a!, f16);
-      mm(ctx, vc!, ac, { alpha: scaling, accumulate: true, out: dx });
-      drop(ctx, ac, a!);
+      mm(ctx, v!, a!, { alpha: scaling, accumulate: true, out: dx });
       dx = { ...dx, shape: [...mx!.shape] };
     }
     const dw = mw!.requiresGrad ? mm(ctx, gc, xc!, { transA: true }) : null;
-    const da = ma!.requiresGrad ? mm(ctx, vc!, xc!, { transA: true, alpha: scaling }) : null;
-    const db = mb!.requiresGrad ? mm(ctx, gc, uc!, { transA: true, alpha: scaling }) : null;
+    const da = ma!.requiresGrad ? outer(ctx, xc!, v!, 'rq', scaling, r) : null;
+    const db = mb!.requiresGrad ? outer(ctx, gc, u!, 'qr', scaling, r) : null;
     const dbias = mbias?.requiresGrad ? reduce(ctx, 'sum', g2, 0) : null;
-    if (vc) ctx.release(vc.buffer);
+    if (v) ctx.release(v.buffer);
     drop(ctx, gc, g2);
     return [dx, dw, da, db, dbias];
   },

@@ -1,0 +1,131 @@
+import rowsWgsl from '../../../../../shaders/lowrank-rows.wgsl';
+import outerWgsl from '../../../../../shaders/lowrank-outer.wgsl';
+import finishWgsl from '../../../../../shaders/lowrank-outer-finish.wgsl';
+import { assertFloat, checkBindable, checkOut, fmtShape } from '../../checks';
+import type { Context } from '../../context';
+import { ShapeError } from '../../errors';
+import { grid1d, grid2d } from '../../grid';
+import { cachedKernel } from '../../kernel-cache';
+import { empty, type DeviceTensor } from '../../tensor';
+
+/** The largest rank the low-rank kernels take (R accumulators per thread). */
+export const LOWRANK_MAX_R = 64;
+
+const rowsOf = (t: DeviceTensor) => t.shape.slice(0, -1).reduce((a, d) => a * d, 1);
+const last = (t: DeviceTensor) => t.shape[t.shape.length - 1]!;
+
+function checkR(r: number, what: string): void {
+  if (!Number.isInteger(r) || r < 1 || r > LOWRANK_MAX_R) throw new ShapeError(`${what}: rank ${r} must be 1..${LOWRANK_MAX_R}`);
+}
+
+/** Options of {@link lowRankProject}. */
+export interface LowRankProjectOptions {
+  /** `'rk'` (default): W is `[R, K]` (LoRA's A: `x A^T`); `'kr'`: W is `[K, R]` (LoRA's B: `dY B`). */
+  wLayout?: 'rk' | 'kr';
+  /** Multiplies the product (not the accumulated C). Default 1. */
+  alpha?: number;
+  /** Add into `out` instead of overwriting it; needs `out`. */
+  accumulate?: boolean;
+  /** Write into this f32 `[rows, R]` tensor. */
+  out?: DeviceTensor;
+}
+
+/**
+ * `C = alpha * X W^T` (W `[R, K]`) or `alpha * X W` (W `[K, R]`) for a small rank R (<= {@link LOWRANK_MAX_R}):
+ * X is `[..., K]` (any float dtype, rows flattened), C is f32 `[rows, R]`. One pass over X: the LoRA products
+ * `x A^T` and `dY B`, which the tiled matmul runs on a handful of workgroups. Reference: `matmul`.
+ */
+export function lowRankProject(ctx: Context, x: DeviceTensor, w: DeviceTensor, opts: LowRankProjectOptions = {}): DeviceTensor {
+  assertFloat(x, 'lowRankProject: X');
+  assertFloat(w, 'lowRankProject: W');
+  const layout = opts.wLayout ?? 'rk';
+  const K = last(x);
+  const T = rowsOf(x);
+  if (w.shape.length !== 2) throw new ShapeError(`lowRankProject: W must be 2-D, got ${fmtShape(w.shape)}`);
+  const R = layout === 'rk' ? w.shape[0]! : w.shape[1]!;
+  const wK = layout === 'rk' ? w.shape[1]! : w.shape[0]!;
+  if (wK !== K) throw new ShapeError(`lowRankProject: X ${fmtShape(x.shape)} and W ${fmtShape(w.shape)} (${layout}) differ in K`);
+  checkR(R, 'lowRankProject');
+  if (opts.accumulate && !opts.out) throw new ShapeError('lowRankProject: accumulate needs out');
+  if (opts.out) checkOut(opts.out, [T, R], 'lowRankProject: out', 'f32', [x, w]);
+  checkBindable(ctx, 'lowRankProject', [x, 'X']);
+  const out = opts.out ?? empty(ctx, [T, R]);
+  const k = cachedKernel(ctx, `core:lowrank-rows:${R}:${x.dtype}:${w.dtype}`, () => ({
+    name: 'lowrank-rows',
+    code: `const R: u32 = ${R}u;\n${rowsWgsl}`,
+    bindings: [
+      { name: 'x', access: 'read', dtype: x.dtype },
+      { name: 'w', access: 'read', dtype: w.dtype },
+      { name: 'c', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:T', 'u32:K', 'u32:wt', 'u32:acc', 'u32:row', 'f32:alpha'],
+  }));
+  const wg = grid2d(Math.ceil(T / 8));
+  ctx.dispatch(k, [x.buffer, w.buffer, out.buffer], wg, [T, K, layout === 'kr' ? 1 : 0, opts.accumulate ? 1 : 0, wg[0], opts.alpha ?? 1]);
+  return out;
+}
+
+/** Options of {@link lowRankOuter}. */
+export interface LowRankOuterOptions {
+  /** `'qr'` (default): C is `[Q, R]` (LoRA's dB = dY^T u); `'rq'`: C is `[R, Q]` (LoRA's dA = v^T x). */
+  outLayout?: 'qr' | 'rq';
+  /** Multiplies the sum (not the accumulated C). Default 1. */
+  alpha?: number;
+  /** Add into `out` instead of overwriting it; needs `out`. */
+  accumulate?: boolean;
+  /** Write into this f32 tensor (`[Q, R]` or `[R, Q]`). */
+  out?: DeviceTensor;
+}
+
+/**
+ * `C = alpha * Y^T Z` summed over the rows t of Y `[..., Q]` and Z `[..., R]` (rows flattened, same count; any
+ * float dtypes), for a small R (<= {@link LOWRANK_MAX_R}): the LoRA weight gradients `dB = dY^T u` and
+ * `dA = v^T x` (`outLayout: 'rq'`). One pass over Y split into row chunks that fill the GPU, then a pass that sums
+ * the chunks in order (deterministic). Reference: `matmul` with `transA`.
+ */
+export function lowRankOuter(ctx: Context, y: DeviceTensor, z: DeviceTensor, opts: LowRankOuterOptions = {}): DeviceTensor {
+  assertFloat(y, 'lowRankOuter: Y');
+  assertFloat(z, 'lowRankOuter: Z');
+  const T = rowsOf(y);
+  const Q = last(y);
+  const R = last(z);
+  if (rowsOf(z) !== T) throw new ShapeError(`lowRankOuter: Y ${fmtShape(y.shape)} and Z ${fmtShape(z.shape)} differ in rows`);
+  checkR(R, 'lowRankOuter');
+  const layout = opts.outLayout ?? 'qr';
+  const shape = layout === 'qr' ? [Q, R] : [R, Q];
+  if (opts.accumulate && !opts.out) throw new ShapeError('lowRankOuter: accumulate needs out');
+  if (opts.out) checkOut(opts.out, shape, 'lowRankOuter: out', 'f32', [y, z]);
+  checkBindable(ctx, 'lowRankOuter', [y, 'Y']);
+  const nq = Math.ceil(Q / 256);
+  // enough chunks for ~4 workgroups per compute unit of a large GPU, each at least 64 rows
+  const S = Math.max(1, Math.min(Math.ceil(T / 64), Math.ceil(512 / nq)));
+  const chunk = Math.ceil(T / S);
+  const parts = Math.ceil(T / chunk);
+  const part = empty(ctx, [parts, Q, R]);
+  const kOuter = cachedKernel(ctx, `core:lowrank-outer:${R}:${y.dtype}:${z.dtype}`, () => ({
+    name: 'lowrank-outer',
+    code: `const R: u32 = ${R}u;\n${outerWgsl}`,
+    bindings: [
+      { name: 'y', access: 'read', dtype: y.dtype },
+      { name: 'z', access: 'read', dtype: z.dtype },
+      { name: 'part', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:T', 'u32:Q', 'u32:chunk', 'u32:nq', 'u32:row'],
+  }));
+  const wg = grid2d(nq * parts);
+  ctx.dispatch(kOuter, [y.buffer, z.buffer, part.buffer], wg, [T, Q, chunk, nq, wg[0]]);
+  const out = opts.out ?? empty(ctx, shape);
+  const kFinish = cachedKernel(ctx, `core:lowrank-outer-finish:${R}`, () => ({
+    name: 'lowrank-outer-finish',
+    code: `const R: u32 = ${R}u;\n${finishWgsl}`,
+    bindings: [
+      { name: 'part', access: 'read', dtype: 'f32' },
+      { name: 'c', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:Q', 'u32:S', 'u32:ct', 'u32:acc', 'u32:row', 'f32:alpha'],
+  }));
+  const g = grid1d(Q * R, 256);
+  ctx.dispatch(kFinish, [part.buffer, out.buffer], g.wg, [Q, parts, layout === 'rq' ? 1 : 0, opts.accumulate ? 1 : 0, g.row, opts.alpha ?? 1]);
+  ctx.release(part.buffer);
+  return out;
+}
