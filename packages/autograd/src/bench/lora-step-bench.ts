@@ -11,7 +11,8 @@
  *   - the dispatch microbenchmark for comparison (relu into a fixed output: bind group cached).
  *
  *   node lora-step-bench.mjs [--layers=2] [--tokens=64] [--hidden=64] [--inter=172] [--r=8] [--steps=10]
- *                            [--weights=f32|f16] [--profile]
+ *                            [--weights=f32|f16] [--profile] [--foreach=1|0]
+ * `--foreach=0`: AdamW with one dispatch per tensor instead of the multi-tensor arenas (the default).
  * `--profile`: the context times every dispatch (`createContext({ profile: true })`: a compute pass with
  * timestamp writes per dispatch), to show what profiling itself adds to the host cost.
  * Defaults are sizes that run on lavapipe in seconds; the host cost per dispatch does not depend on them.
@@ -78,7 +79,7 @@ async function main() {
   ];
   const layers = Array.from({ length: L }, () => shapes.map(([o, i]) => ({ W: frozen(o, i), ...lora(o, i) })));
   const params = layers.flatMap((l) => l.flatMap((p) => [p.A, p.B]));
-  const opt_ = new AdamW(ctx, params, { lr: 1e-3 });
+  const opt_ = new AdamW(ctx, params, { lr: 1e-3, foreach: opt('foreach', 1) !== '0' });
   const x = Tensor.randn(ctx, [T, H], { seed: 999 });
   const proj = (h: Tensor, p: { W: Tensor; A: Tensor; B: Tensor }) => add(linear(h, p.W), scale(linear(linear(h, p.A), p.B), 2));
 
@@ -166,7 +167,7 @@ async function main() {
   console.log(
     JSON.stringify({
       adapter: ctx.info.description || ctx.info.device,
-      config: { layers: L, tokens: T, hidden: H, inter: I, r, weights: wdt, steps, adaptedTensors: params.length, profile: ctx.profiler.enabled },
+      config: { layers: L, tokens: T, hidden: H, inter: I, r, weights: wdt, steps, adaptedTensors: params.length, foreach: opt_.foreach, profile: ctx.profiler.enabled },
       step: {
         hostMs: +(fb.ms + op.ms).toFixed(3),
         dispatches: fb.dispatches + op.dispatches,
