@@ -11,14 +11,18 @@
 //   BM x BN workgroup tile of C, BK the K-slice staged per step, TM x TN outputs per thread (multiples of 4),
 //   WTX: thread columns per warp (a warp covers WTX x 32/WTX thread positions of the TX x TY thread grid),
 //   GM: workgroup order (0: row-major over the tile grid; G > 0: bands of G tile rows, each walked column by
-//   column, so that workgroups running together share A and B slices in L2).
+//   column, so that workgroups running together share A and B slices in L2),
+//   KS: K groups (sliced K): KS groups of TX * TY threads each compute the whole tile over every KS-th K-slice
+//   (group g takes slices g, g + KS, ...; each group has its own double-buffered slices), then the partial
+//   tiles are summed through workgroup memory (group 0 adds the others' in group order) and group 0 writes C.
+//   More warps per SM for products with few tiles, without split-K's second pass; KS = 1: one group.
 // Operand readers, prepended by the wrapper from the format table (`operandReader` in ops/core/matmul.ts):
 //   at_a(e) / at_b(e) -> f32 (element e of a4 / b4), vec8_a(e, lim) / vec8_b(e, lim) -> array<vec4f, 2> (the 8
 //   elements from e along the contiguous dim; f32 reads the second 4 only when lim > 4).
 // Overrides: TRANS_A, TRANS_B, VEC_A, VEC_B (16-byte global loads:
 //   the operand's contiguous dim and batch stride are multiples of 4 (f32) or 8 (16-bit)), VEC_C (N % 4 == 0),
 //   HAS_BIAS, ACCUM.
-// Grid: x = ceil(N / BN), y = ceil(M / BM), z = batch. Workgroup: (BN / TN) * (BM / TM) threads.
+// Grid: x = ceil(N / BN), y = ceil(M / BM), z = batch. Workgroup: (BN / TN) * (BM / TM) * KS threads.
 // Scheme: both K-slices live in workgroup memory k-major (As[k][m], Bs[k][n], vec4 along m / n), double
 //   buffered: the next slice is fetched into registers while the current one is multiplied, then stored into
 //   the other buffer, one barrier per slice. A thread owns rows (g * TY + ty) * 4 + i and columns
@@ -39,19 +43,22 @@ fn dn(x: u32) -> u32 { return select(x, x * p.one, DYN); }
 
 const TX: u32 = BN / TN;
 const TY: u32 = BM / TM;
-const WG: u32 = TX * TY;
+const WG: u32 = TX * TY;                   // threads of one K group
 const WTY: u32 = 32u / WTX;                 // a warp of 32 threads covers WTX x WTY thread positions
 const AS_N: u32 = BK * BM / 4u;            // vec4s in one A slice
 const BS_N: u32 = BK * BN / 4u;
 const PA: u32 = (AS_N / 2u + WG - 1u) / WG; // pairs of 4-element groups each thread fetches
 const PB: u32 = (BS_N / 2u + WG - 1u) / WG;
+const NACC: u32 = TM * TN / 4u;             // accumulator vec4s per thread
+// As also holds one group's partial tile (WG * NACC vec4s) for the K-group sum when KS > 1
+const AS_LEN: u32 = max(2u * KS * AS_N, select(0u, WG * NACC, KS > 1u));
 
 @group(0) @binding(1) var<storage, read> a4: array<vec4u>;
 @group(0) @binding(2) var<storage, read> b4: array<vec4u>;
 @group(0) @binding(4) var<storage, read_write> c4: array<vec4f>;
 
-var<workgroup> As: array<vec4f, 2u * AS_N>;
-var<workgroup> Bs: array<vec4f, 2u * BS_N>;
+var<workgroup> As: array<vec4f, AS_LEN>;
+var<workgroup> Bs: array<vec4f, 2u * KS * BS_N>;
 var<private> ra: array<vec4f, 2u * PA>;
 var<private> rb: array<vec4f, 2u * PB>;
 
@@ -139,7 +146,7 @@ fn fetchB(bo: u32, n0: u32, k0: u32, lid: u32) {
   }
 }
 
-// Store the fetched slices into buffer `buf` of As / Bs (k-major).
+// Store the fetched slices into buffer `buf` (of the thread's K group's pair) of As / Bs (k-major).
 fn stash(buf: u32, lid: u32) {
   for (var l = 0u; l < dn(PA); l++) {
     let pr = l * WG + lid;
@@ -179,8 +186,10 @@ fn stash(buf: u32, lid: u32) {
   }
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+@compute @workgroup_size(WG * KS)
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lidw: u32) {
+  let kg = lidw / WG;                       // K group
+  let lid = lidw % WG;                      // thread index within the group
   let lane = lid % 32u;
   let warp = lid / 32u;
   let tx = (warp % (TX / WTX)) * WTX + lane % WTX;
@@ -202,17 +211,18 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let n0 = ntl * BN;
   let boa = wg.z * p.sa;
   let bob = wg.z * p.sb;
-  var acc: array<vec4f, TM * TN / 4u>;
-  let nt = (p.K + BK - 1u) / BK;
-  fetchA(boa, m0, 0u, lid);
-  fetchB(bob, n0, 0u, lid);
-  stash(0u, lid);
+  var acc: array<vec4f, NACC>;
+  // K group kg takes slices kg, kg + KS, ...: KS slices per step (slices past K load as zeros)
+  let nt = (p.K + BK * KS - 1u) / (BK * KS);
+  fetchA(boa, m0, kg * BK, lid);
+  fetchB(bob, n0, kg * BK, lid);
+  stash(2u * kg, lid);
   workgroupBarrier();
   for (var t = 0u; t < nt; t++) {
-    let cur = t % 2u;
+    let cur = 2u * kg + t % 2u;
     if (t + 1u < nt) {
-      fetchA(boa, m0, (t + 1u) * BK, lid);
-      fetchB(bob, n0, (t + 1u) * BK, lid);
+      fetchA(boa, m0, ((t + 1u) * KS + kg) * BK, lid);
+      fetchB(bob, n0, ((t + 1u) * KS + kg) * BK, lid);
     }
     let ab = cur * AS_N;
     let bb = cur * BS_N;
@@ -231,8 +241,22 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         }
       }
     }
-    if (t + 1u < nt) { stash(1u - cur, lid); }
+    if (t + 1u < nt) { stash(4u * kg + 1u - cur, lid); }
     workgroupBarrier();
+  }
+  if (KS > 1u) {
+    // sum the K groups' partial tiles into group 0 (fixed order: deterministic), through As
+    for (var g = 1u; g < KS; g++) {
+      if (kg == g) {
+        for (var i = 0u; i < dn(NACC); i++) { As[i * WG + lid] = acc[i]; }
+      }
+      workgroupBarrier();
+      if (kg == 0u) {
+        for (var i = 0u; i < dn(NACC); i++) { acc[i] += As[i * WG + lid]; }
+      }
+      workgroupBarrier();
+    }
+    if (kg != 0u) { return; }
   }
   let cb = wg.z * p.M * p.N;
   for (var g = 0u; g < dn(TM / 4u); g++) {

@@ -14,7 +14,7 @@
 import { createContext, type Context } from '../context';
 import { copy, COPY_PER_THREAD } from '../ops/core/transpose';
 import { relu } from '../ops/core/elementwise';
-import { matmul, MATMUL_VARIANTS, tileName, type MatmulTile, type MatmulVariant } from '../ops/core/matmul';
+import { matmul, MATMUL_VARIANTS, parseTile, tileName, type MatmulTile, type MatmulVariant } from '../ops/core/matmul';
 import { download, empty, release, upload, type DeviceTensor } from '../tensor';
 import { rng } from '../testing';
 
@@ -49,13 +49,6 @@ async function kernelTime(ctx: Context, name: string, f: () => void, reps: numbe
   await ctx.sync();
   const e = (await ctx.profiler.summary()).find((x) => x.name === name);
   return { s: e ? e.meanUs / 1e6 : NaN, wall };
-}
-
-function parseTile(s: string): MatmulTile {
-  const m = /^(\d+)x(\d+)x(\d+)-(\d+)x(\d+)(?:-w(\d+))?(?:-g(\d+))?$/.exec(s);
-  if (!m) throw new Error(`--tiles: cannot parse '${s}' (expected BMxBNxBK-TMxTN[-wWTX][-gGM])`);
-  const [bm, bn, bk, tm, tn, wtx, gm] = m.slice(1).map((x) => (x === undefined ? undefined : Number(x)));
-  return { bm: bm!, bn: bn!, bk: bk!, tm: tm!, tn: tn!, ...(wtx ? { wtx } : {}), ...(gm ? { gm } : {}) };
 }
 
 const view = (t: DeviceTensor, shape: number[]): DeviceTensor => ({ buffer: t.buffer, dtype: t.dtype, shape });

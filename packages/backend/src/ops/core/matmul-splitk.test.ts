@@ -3,7 +3,7 @@ import { createContext, type Context } from '../../context';
 import { randn, relErr } from '../../testing';
 import { download, poison, release, upload } from '../../tensor';
 import { matmulRef } from './core.ref';
-import { matmul, type MatmulVariant } from './matmul';
+import { matmul, setMatmulTuning, type MatmulVariant } from './matmul';
 
 let ctx: Context;
 beforeAll(async () => {
@@ -33,6 +33,30 @@ describe('split-K matmul (skinny products: LoRA and weight gradients)', () => {
     }
     expect(() => matmul(ctx, A, B, { transA, transB, splitK: 5 })).toThrow(/divisor/);
     expect(() => matmul(ctx, A, B, { transA, transB, splitK: 2, bias: upload(ctx, new Float32Array(N), [N]) })).toThrow(/splitK/);
+    release(ctx, A, B);
+  });
+
+  it('a tuning table replaces auto for its shapes only (tile, sliced K and split-K), and rejects bad entries', async () => {
+    const [M, N, K] = [20, 12, 64];
+    const a = randn(M * K, 31);
+    const b = randn(K * N, 32);
+    const A = upload(ctx, a, [K, M]);
+    const B = upload(ctx, b, [K, N]);
+    const want = matmulRef(a, b, { M, N, K, batch: 1, sa: 0, sb: 0, transA: true });
+    setMatmulTuning(ctx, [{ M, N, K, layout: 'TN', tile: { bm: 32, bn: 32, bk: 8, tm: 4, tn: 4, ks: 2 }, splitK: 4 }]);
+    for (const [transA, dispatches] of [[true, 2], [false, 1]] as const) {
+      const out = upload(ctx, new Float32Array(M * N), [M, N]);
+      poison(ctx, out);
+      const d0 = ctx.stats.dispatches;
+      // TN hits the entry (partial products + their sum); the same sizes in NN do not
+      matmul(ctx, transA ? A : upload(ctx, a, [M, K]), B, { transA, out });
+      expect(ctx.stats.dispatches - d0).toBe(dispatches);
+      if (transA) expect(relErr(await download(ctx, out), want)).toBeLessThan(1e-5);
+      release(ctx, out);
+    }
+    expect(() => setMatmulTuning(ctx, [{ M, N, K, layout: 'TN', splitK: 3 }])).toThrow(/divisor/);
+    expect(() => setMatmulTuning(ctx, [{ M, N, K, layout: 'TN', tile: { bm: 32, bn: 32, bk: 8, tm: 3, tn: 4 } }])).toThrow(/tile rules/);
+    setMatmulTuning(ctx, []);
     release(ctx, A, B);
   });
 

@@ -214,6 +214,22 @@ describe('matmul', () => {
     expect(() => matmul(ctx, empty(ctx, [4, 4]), empty(ctx, [4, 4]), { tile: { ...tile, tm: 3 } })).toThrow(/tile rules/);
   });
 
+  it('sliced K (K groups per workgroup): K not a multiple of KS slices, epilogue, batch', async () => {
+    // KS = 2 and 3 groups of 8x8-thread 32x32 tiles; K from 4 (groups past K add zeros) to 132 (ragged last step)
+    const k2 = { bm: 32, bn: 32, bk: 8, tm: 4, tn: 4, ks: 2 };
+    await group({ tile: k2, transB: true }, [
+      [65, 36, 132],
+      [33, 4, 8],
+      [7, 68, 4],
+    ]);
+    const k3 = { ...k2, ks: 3, gm: 2 };
+    await group({ tile: k3, transA: true, bias: true, accumulate: true, alpha: 0.5, batchA: [3], batchB: [3] }, [
+      [33, 40, 24],
+      [65, 12, 130],
+    ]);
+    expect(() => matmul(ctx, empty(ctx, [4, 4]), empty(ctx, [4, 4]), { tile: { ...k2, ks: 9 } })).toThrow(/tile rules/);
+  });
+
   it('large K stays within 1e-4 of float64', async () => {
     for (const v of ['v0', 'v4'] as const) {
       const e = await check({ M: 20, N: 36, K: 4100, transB: true, variant: v });

@@ -21,6 +21,9 @@ export interface MatmulTile {
   wtx?: number;
   /** Workgroup order: bands of `gm` tile rows (0 or absent: row-major). */
   gm?: number;
+  /** K groups per workgroup (sliced K; absent: 1): `ks` groups of (BM/TM)*(BN/TN) threads each sum every
+   *  ks-th K-slice, then the partial tiles are added in workgroup memory. */
+  ks?: number;
 }
 
 /**
@@ -153,7 +156,15 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
   const ldb = transB ? K : N;
   const path = matmulPath(ctx, a.dtype, b.dtype, opts, K);
   let variant = opts.variant ?? 'auto';
-  if (variant === 'auto' && !path.tc) variant = autoVariant(ctx, Mk, N, batch, transA, transB);
+  if (variant === 'auto' && !path.tc && !opts.tile) {
+    const tuned = tunings.get(ctx)?.get(tuningKey(`${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`, Mk, N, K, batch));
+    if (tuned) {
+      const split = !opts.accumulate && !opts.bias && batch === 1 ? tuned.splitK : undefined;
+      opts = { ...opts, variant: tuned.variant, tile: tuned.tile, splitK: opts.splitK ?? split ?? 1 };
+      variant = tuned.variant ?? 'auto';
+    }
+  }
+  if (variant === 'auto' && !path.tc) variant = opts.tile ? 'v1' : autoVariant(ctx, Mk, N, batch, transA, transB);
   if (!path.tc && !Object.hasOwn(MATMUL_VARIANTS, variant)) throw new ShapeError(`matmul: unknown variant '${variant}'`);
   const tileOf = path.tc ? null : opts.tile ?? MATMUL_VARIANTS[variant as MatmulVariant];
   const splits = splitK(ctx, Mk, N, K, batch, tileOf, opts);
@@ -176,6 +187,42 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
     M: Mk, N, K, batch, sa, sb, lda, ldb, transA, transB, alpha: opts.alpha ?? 1, accumulate: !!opts.accumulate, bias: opts.bias,
   });
   return c;
+}
+
+/** A kernel choice for one product: a numbered variant or a tile, and split-K chunks (1: none). */
+export interface MatmulChoice {
+  variant?: MatmulVariant;
+  tile?: MatmulTile;
+  splitK?: number;
+}
+
+/** A tuning entry: the choice for products of this shape (M, N, K after batch folding; unbatched) and layout. */
+export interface MatmulTuningEntry extends MatmulChoice {
+  M: number;
+  N: number;
+  K: number;
+  layout: 'NN' | 'NT' | 'TN' | 'TT';
+}
+
+const tunings = new WeakMap<Context, Map<string, MatmulChoice>>();
+const tuningKey = (layout: string, M: number, N: number, K: number, batch: number) => `${layout}:${M}x${N}x${K}:${batch}`;
+
+/**
+ * Tuning: run these choices instead of `auto` for f32-path products of exactly these shapes on this context
+ * (e.g. the winners of `bench/matmul-sweep.ts`); an explicit variant, tile or splitK in the call still wins, and
+ * split-K is skipped where the call has a bias or accumulates. Tiles are checked (`checkTile`) here. An empty
+ * list clears the table.
+ */
+export function setMatmulTuning(ctx: Context, entries: readonly MatmulTuningEntry[]): void {
+  const m = new Map<string, MatmulChoice>();
+  for (const e of entries) {
+    if (e.variant !== undefined && !Object.hasOwn(MATMUL_VARIANTS, e.variant)) throw new ShapeError(`matmul tuning: unknown variant '${e.variant}'`);
+    if (e.tile) checkTile(ctx, e.tile);
+    if (e.splitK !== undefined && (!Number.isInteger(e.splitK) || e.splitK < 1 || e.K % e.splitK))
+      throw new ShapeError(`matmul tuning: splitK ${e.splitK} must be a positive divisor of K = ${e.K}`);
+    m.set(tuningKey(e.layout, e.M, e.N, e.K, 1), { variant: e.variant, tile: e.tile, splitK: e.splitK });
+  }
+  tunings.set(ctx, m);
 }
 
 /** One product as the kernels see it: sizes, batch and row strides in elements, epilogue. */
@@ -327,23 +374,42 @@ export function tileConsts(t: MatmulTile): string {
   const wtx = t.wtx ?? Math.min(16, t.bn / t.tn);
   return (
     `const BM: u32 = ${t.bm}u;\nconst BN: u32 = ${t.bn}u;\nconst BK: u32 = ${t.bk}u;\n` +
-    `const TM: u32 = ${t.tm}u;\nconst TN: u32 = ${t.tn}u;\nconst WTX: u32 = ${wtx}u;\nconst GM: u32 = ${t.gm ?? 0}u;\n`
+    `const TM: u32 = ${t.tm}u;\nconst TN: u32 = ${t.tn}u;\nconst WTX: u32 = ${wtx}u;\nconst GM: u32 = ${t.gm ?? 0}u;\n` +
+    `const KS: u32 = ${t.ks ?? 1}u;\n`
   );
 }
 
-/** A tile's name, e.g. `128x128x8-8x8-w16`. */
+/** Parse a tile's name (`BMxBNxBK-TMxTN[-wWTX][-gGM][-kKS]`, as `tileName` writes it); a ShapeError if malformed. */
+export function parseTile(s: string): MatmulTile {
+  const m = /^(\d+)x(\d+)x(\d+)-(\d+)x(\d+)(?:-w(\d+))?(?:-g(\d+))?(?:-k(\d+))?$/.exec(s);
+  if (!m) throw new ShapeError(`matmul: cannot parse tile '${s}' (expected BMxBNxBK-TMxTN[-wWTX][-gGM][-kKS])`);
+  const [bm, bn, bk, tm, tn, wtx, gm, ks] = m.slice(1).map((x) => (x === undefined ? undefined : Number(x)));
+  return { bm: bm!, bn: bn!, bk: bk!, tm: tm!, tn: tn!, ...(wtx ? { wtx } : {}), ...(gm ? { gm } : {}), ...(ks && ks > 1 ? { ks } : {}) };
+}
+
+/** A tile's name, e.g. `128x128x8-8x8-w16` or `128x64x8-8x8-w8-k2`. */
 export function tileName(t: MatmulTile): string {
-  return `${t.bm}x${t.bn}x${t.bk}-${t.tm}x${t.tn}-w${t.wtx ?? Math.min(16, t.bn / t.tn)}${t.gm ? `-g${t.gm}` : ''}`;
+  const ks = t.ks ?? 1;
+  return `${t.bm}x${t.bn}x${t.bk}-${t.tm}x${t.tn}-w${t.wtx ?? Math.min(16, t.bn / t.tn)}${t.gm ? `-g${t.gm}` : ''}${ks > 1 ? `-k${ks}` : ''}`;
+}
+
+/** Workgroup memory of a tile in bytes: KS pairs of slices of A and B, As at least one group's partial tile
+ *  when KS > 1 (the layout of `shaders/matmul.wgsl`). */
+export function tileStorageBytes(t: MatmulTile): number {
+  const ks = t.ks ?? 1;
+  const as = Math.max(2 * ks * (t.bk * t.bm) / 4, ks > 1 ? (t.bm * t.bn) / 4 : 0);
+  return 16 * (as + (2 * ks * t.bk * t.bn) / 4);
 }
 
 /**
  * Validate a tile: TM and TN multiples of 4 dividing BM and BN; BK, BM and BN multiples of 8; the thread count
- * (BM/TM)*(BN/TN) a multiple of 32 within the device limit; WTX dividing 32 and BN/TN; the double-buffered
- * slices (8 * BK * (BM + BN) bytes) within the workgroup storage limit.
+ * (BM/TM)*(BN/TN) a multiple of 32 and, times KS (1 to 8), within the device limit; WTX dividing 32 and BN/TN;
+ * the workgroup memory (`tileStorageBytes`) within the device limit.
  */
 export function checkTile(ctx: Context, t: MatmulTile): MatmulTile {
   const tx = t.bn / t.tn;
   const ty = t.bm / t.tm;
+  const ks = t.ks ?? 1;
   const wg = tx * ty;
   const wtx = t.wtx ?? Math.min(16, tx);
   const ok =
@@ -355,10 +421,13 @@ export function checkTile(ctx: Context, t: MatmulTile): MatmulTile {
     t.bm % 8 === 0 &&
     t.bn % 8 === 0 &&
     wg % 32 === 0 &&
-    wg <= (ctx.info.limits.maxComputeInvocationsPerWorkgroup ?? 256) &&
+    Number.isInteger(ks) &&
+    ks >= 1 &&
+    ks <= 8 &&
+    wg * ks <= (ctx.info.limits.maxComputeInvocationsPerWorkgroup ?? 256) &&
     32 % wtx === 0 &&
     tx % wtx === 0 &&
-    8 * t.bk * (t.bm + t.bn) <= (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384);
+    tileStorageBytes(t) <= (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384);
   if (!ok) throw new ShapeError(`matmul: tile ${JSON.stringify(t)} breaks the tile rules (see checkTile)`);
   return t;
 }
