@@ -41,7 +41,7 @@ const flags = {
   'seq-len': withDefault(flag.int('tokens per training sequence', { min: 2 }), 256),
   pack: withDefault(flag.choice(['auto', 'yes', 'no'], 'concatenate documents into full windows (yes), or one padded window per document (no); auto: no for JSONL'), 'auto'),
   ...loopFlags({ steps: 100, lr: 2e-4, weightDecay: 0, batch: 4 }),
-  'mixed-precision': withDefault(flag.choice(['no', 'f16', 'bf16'], 'keep the frozen base weights in 16 bits (half the memory); f16 adds dynamic loss scaling'), 'no'),
+  'mixed-precision': withDefault(flag.choice(['no', 'f16', 'bf16'], "mixed precision as PyTorch AMP: matmuls and attention on f16 inputs with f32 accumulation (tensor cores where the GPU has them), norms, softmax, loss and LoRA weights in f32, dynamic loss scaling; frozen base weights stored in f16, or in bf16 (a bf16 checkpoint kept as is, rounded to f16 per product); a weight beyond f16's range is an error naming it"), 'no'),
   ...quantFlags,
   merge: flag.bool('also write the base model with the adapter merged into its weights, in <out>/merged'),
   'merge-dtype': flag.choice(['f32', 'f16', 'bf16'], 'storage dtype of the merged model (default f32; with --quantize, the dtype the base was stored in)'),
