@@ -14,3 +14,20 @@ export {
   type HostQuant,
 } from './quant/quant.ref';
 export { gemv16, gemvTuning, gemvSubgroupsAvailable, GEMV_MAX_ROWS, type Gemv16Options } from './quant/gemv';
+export {
+  int8Linear,
+  int8Matmul,
+  quantizeRowsI8,
+  int8TcPlan,
+  contextI8Plan,
+  i8TensorCoresReady,
+  i8TcFailures,
+  i8Tuning,
+  I8_TILES,
+  I8_MAX_K,
+  type RowsI8,
+  type I8Tile,
+  type I8TileName,
+  type I8Path,
+  type Int8MatmulOptions,
+} from './quant/int8-linear';
