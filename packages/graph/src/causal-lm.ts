@@ -24,8 +24,9 @@ export interface ModelOptions {
   seed?: number;
   /** Std of the normal init (default 0.02, HF's `initializer_range`). */
   initStd?: number;
-  /** Allocate the weights without initialising them (they are about to be loaded). */
-  empty?: boolean;
+  /** Allocate the weights without initialising them (they are about to be loaded); `'placeholder'`: 4-byte
+   *  stand-ins that the loader replaces (see `InitOptions.empty`). */
+  empty?: boolean | 'placeholder';
   /**
    * Precision of the rotary inverse frequencies: f32 (default) as `from_pretrained` computes them whatever the
    * checkpoint's dtype; f16/bf16 round them as `model.to(float16)` on a built HF model does.

@@ -9,12 +9,15 @@ export interface InitOptions {
   std?: number;
   seed?: number;
   requiresGrad?: boolean;
-  /** Allocate without initialising (weights about to be loaded). */
-  empty?: boolean;
+  /** Allocate without initialising (weights about to be loaded); `'placeholder'`: a 4-byte buffer standing in
+   *  for each weight, which must be assigned before use (a loader that replaces the weights, or assigns every one,
+   *  need not hold a copy of the model's size while it streams them in). */
+  empty?: boolean | 'placeholder';
 }
 
 function param(ctx: Context, shape: number[], o: InitOptions, kind: 'randn' | 'zeros' | 'ones'): Tensor {
   const opts = { dtype: o.dtype, requiresGrad: o.requiresGrad ?? true };
+  if (o.empty === 'placeholder') return new Tensor(ctx, { buffer: ctx.alloc(4), dtype: o.dtype ?? 'f32', shape }, opts.requiresGrad);
   if (o.empty) return new Tensor(ctx, empty(ctx, shape, o.dtype ?? 'f32'), opts.requiresGrad);
   if (kind === 'zeros') return Tensor.zeros(ctx, shape, opts);
   if (kind === 'ones') return Tensor.ones(ctx, shape, opts);

@@ -80,9 +80,10 @@ export async function loadPretrained(ctx: Context, path: string | FileTree, opts
     const ropeDtype = opts.ropeDtype ?? 'f32';
     const q = opts.quantize ? quantSpec(opts.quantize, opts.groupSize, opts.doubleQuant ?? opts.quantize === 'nf4', 'loadPretrained') : undefined;
     const model = new CausalLM(ctx, config, {
-      empty: true,
-      // quantized, the projections' placeholders are released unwritten: allocate them small
-      dtype: q || quantizationOf(ckpt) ? 'bf16' : dtype,
+      // quantized, the projections' weights are replaced, never written: 4-byte placeholders for every weight, so
+      // the GPU never holds a copy of the model's size while the shards stream in
+      empty: q || quantizationOf(ckpt) ? 'placeholder' : true,
+      dtype,
       ropeDtype,
       gradientCheckpointing: opts.gradientCheckpointing,
     });
