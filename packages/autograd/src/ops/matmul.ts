@@ -73,20 +73,21 @@ const linearOp = defineOp<{ hasBias: boolean }>({
  * `linear` with f16 products (mixed precision, as PyTorch autocast runs a Linear): x and W are rounded to f16
  * (each kept as is when already f16), the products accumulate in f32 (tensor cores where the adapter has
  * them, `matmul`'s f16 x f16 path), outputs and gradients are f32. Saved for backward: x in f16 (half the
- * activation memory of the f32 op) and W as stored (a 16-bit frozen weight is not duplicated: a weight that is
- * not f16 is cast again in backward); backward rounds the incoming gradient to f16 for its two products.
+ * activation memory of the f32 op) and W in f16: the f16 copy of a trainable weight (as autocast keeps it), a
+ * frozen weight as stored (a 16-bit frozen weight is not duplicated; one that is not f16 is cast again in
+ * backward). Backward rounds the incoming gradient to f16 for its two products.
  */
-const linearF16Op = defineOp<{ hasBias: boolean }>({
+const linearF16Op = defineOp<{ hasBias: boolean; keepCast: boolean }>({
   name: 'linear-f16',
-  forward: (ctx, [x, w, b], { hasBias }) => {
+  forward: (ctx, [x, w, b], { hasBias, keepCast }) => {
     const inF = w!.shape[1]!;
     if (x!.shape[x!.shape.length - 1] !== inF)
       throw new ShapeError(`linear: input ${fmt(x!.shape)} does not end in in_features ${inF} of weight ${fmt(w!.shape)}`);
     const xh = x!.dtype === 'f16' ? flat2(x!) : cast(ctx, flat2(x!), 'f16');
     const wh = w!.dtype === 'f16' ? w! : cast(ctx, w!, 'f16');
     const y = mm(ctx, xh, wh, { transB: true, bias: hasBias ? b : undefined });
-    if (wh !== w) ctx.release(wh.buffer);
-    return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [xh, w!] };
+    if (wh !== w && !keepCast) ctx.release(wh.buffer);
+    return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [xh, keepCast ? wh : w!] };
   },
   backward: (ctx, [g], [xh, w], [mx, mw, mb]) => {
     const g2 = flat2(g!);
@@ -116,6 +117,9 @@ export interface LinearOptions {
  *  an f16 {@link autocast} scope or `compute: 'f16'`. */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null, opts: LinearOptions = {}): Tensor {
   if (weight.rank !== 2) throw new ShapeError(`linear: weight must be [out, in], got ${fmt(weight.shape)}`);
-  const op = (opts.compute ?? computeDtype()) === 'f16' ? linearF16Op : linearOp;
-  return bias ? op([x, weight, bias], { hasBias: true }) : op([x, weight], { hasBias: false });
+  if ((opts.compute ?? computeDtype()) === 'f16') {
+    const keepCast = weight.requiresGrad;
+    return bias ? linearF16Op([x, weight, bias], { hasBias: true, keepCast }) : linearF16Op([x, weight], { hasBias: false, keepCast });
+  }
+  return bias ? linearOp([x, weight, bias], { hasBias: true }) : linearOp([x, weight], { hasBias: false });
 }

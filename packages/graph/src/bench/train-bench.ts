@@ -3,9 +3,11 @@
 // 8 layers, 8 heads of 64, batch 16 x 256, f32). `--quick`: a tiny model for a CPU adapter.
 // Flags: --arch llama|mistral|qwen2|qwen3|gemma3 (default llama; the same sizes in each architecture: Mistral
 // and Gemma 3 with a 128-key sliding window, half the sequence), --steps N (timed steps, default 10),
-// --warmup N (default 3), --checkpointing, --profile.
+// --warmup N (default 3), --checkpointing, --profile, --mp f16 (mixed precision as PyTorch autocast: the
+// projections, LM head and attention on f16 inputs with f32 accumulation, tensor cores where the adapter has
+// them; f32 master weights and AdamW; no loss scaling in this loop). PyTorch side: train_torch.py [--mp].
 import { createContext } from '@rusty/backend';
-import { AdamW, Tensor, tidy } from '@rusty/autograd';
+import { AdamW, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import { CausalLM, parseModelConfig } from '../index';
 
 const args = process.argv.slice(2);
@@ -20,6 +22,9 @@ const cfg = quick
   : { vocab: 8192, hidden: 512, inter: 1376, layers: 8, heads: 8, batch: 16, seq: 256 };
 const steps = num('--steps', quick ? 3 : 10);
 const warmup = num('--warmup', quick ? 1 : 3);
+
+const mp = (args.includes('--mp') ? args[args.indexOf('--mp') + 1]! : 'no') as ComputeDtype | 'no';
+if (mp !== 'no' && mp !== 'f16') throw new Error(`--mp ${mp}: f16 or no`);
 
 const ctx = await createContext({ profile: flag('--profile') });
 const arch = args.includes('--arch') ? args[args.indexOf('--arch') + 1]! : 'llama';
@@ -45,7 +50,7 @@ const config = parseModelConfig({
   max_position_embeddings: Math.max(2048, cfg.seq),
   rms_norm_eps: 1e-5,
 });
-const model = new CausalLM(ctx, config, { seed: 1, gradientCheckpointing: flag('--checkpointing') });
+const model = new CausalLM(ctx, config, { seed: 1, gradientCheckpointing: flag('--checkpointing'), computeDtype: mp === 'no' ? null : mp });
 const params = model.parameters();
 const opt = new AdamW(ctx, params, { lr: 1e-4, betas: [0.9, 0.95], weightDecay: 0.1 });
 const n = cfg.batch * cfg.seq;
@@ -82,7 +87,7 @@ const out = {
   bench: 'train-step',
   arch,
   adapter: `${ctx.info.vendor} ${ctx.info.architecture} ${ctx.info.description}`.trim(),
-  config: { ...cfg, dtype: 'f32', checkpointing: flag('--checkpointing') },
+  config: { ...cfg, dtype: 'f32', compute: mp === 'no' ? 'f32' : mp, checkpointing: flag('--checkpointing') },
   parameters: params.reduce((a, p) => a + p.size, 0),
   stepMs: ms,
   tokensPerSecond: n / (ms / 1000),
