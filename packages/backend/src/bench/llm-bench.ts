@@ -1,7 +1,7 @@
 /**
  * LLM kernel benchmark: prints ONE JSON object with the effective bandwidth (bytes read + written, counted
  * as each kernel moves them, over wall time) of RMSNorm (forward, fused add, backward), RoPE, SwiGLU,
- * softmax, embedding and cross-entropy forward+backward at LLM sizes (8192 rows of 4096, a 32k and a 128k
+ * embedding and cross-entropy forward+backward at LLM sizes (8192 rows of 4096, a 32k and a 128k
  * vocabulary), plus a vec4 copy kernel as the reference for what the memory system gives.
  *
  *   bash ../shared/gpu/pack.sh packages/backend/src/bench/llm-bench.ts   (from the repo root)
@@ -18,8 +18,7 @@ import { createContext, type Context } from '../context';
 import type { DType } from '../dtype';
 import { addRmsNorm, rmsNorm, rmsNormBackward, rmsNormChunks } from '../ops/llm/rmsnorm';
 import { rope, ropeInvFreq } from '../ops/llm/rope';
-import { swiglu, swigluBackward } from '../ops/llm/swiglu';
-import { softmax } from '../ops/llm/softmax';
+import { swiglu, swigluBackward } from '../ops/llm/gated';
 import { embedding, embeddingBackward } from '../ops/llm/embedding';
 import { crossEntropy } from '../ops/llm/cross-entropy';
 import { llmTuning } from '../ops/llm/common';
@@ -253,11 +252,6 @@ fn main(@builtin(workgroup_id) w: vec3u, @builtin(num_workgroups) nw: vec3u, @bu
       run: () => void swigluBackward(ctx, dy, g, u, { dgateOut: dg, dupOut: du }),
       done: () => release(ctx, g, u, dy, dg, du),
     };
-  });
-  add('softmax_fwd_f32_32k', () => {
-    const x = rand(ctx, [ROWS, VOCAB], 'f32', 8);
-    const y = empty(ctx, [ROWS, VOCAB]);
-    return { bytes: ROWS * VOCAB * 8, run: () => void softmax(ctx, x, { out: y }), done: () => release(ctx, x, y) };
   });
   const ce = (name: string, rows: number, vocab: number, dt: DType) =>
     add(name, () => {

@@ -18,9 +18,14 @@ export {
   type RopeFreqConfig,
   type RopeOptions,
 } from './llm/rope';
-export { swiglu, swigluFused, swigluBackward, swigluFusedBackward, type SwigluOptions } from './llm/swiglu';
-export { geluTanhGate, geluTanhGateFused, geluTanhGateBackward, geluTanhGateFusedBackward } from './llm/gelu-gate';
-export { type GatedOptions } from './llm/gated';
-export { softmax, softmaxBackward } from './llm/softmax';
+export {
+  swiglu,
+  swigluBackward,
+  geluTanhGate,
+  geluTanhGateBackward,
+  type SwigluOptions,
+  type GatedOptions,
+  type GatedBackwardOptions,
+} from './llm/gated';
 export { embedding, embeddingBackward } from './llm/embedding';
 export { crossEntropy, crossEntropyCount, type CrossEntropyOptions, type CrossEntropyResult } from './llm/cross-entropy';

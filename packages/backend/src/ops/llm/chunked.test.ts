@@ -10,7 +10,7 @@ import { absErr, relErr, rng } from '../../testing';
 import { llmTuning, rowChunks } from './common';
 import { crossEntropy } from './cross-entropy';
 import { embedding, embeddingBackward } from './embedding';
-import { geluTanhGate, geluTanhGateBackward, geluTanhGateFused, geluTanhGateFusedBackward } from './gelu-gate';
+import { geluTanhGate, geluTanhGateBackward, swiglu, swigluBackward } from './gated';
 import {
   refCrossEntropy,
   refCrossEntropyGrad,
@@ -20,17 +20,12 @@ import {
   refRmsNorm,
   refRmsNormBackward,
   refRope,
-  refSoftmax,
-  refSoftmaxBackward,
   refSwiglu,
   refSwigluBackward,
-  swigluHalves,
   type Geo,
 } from './llm.ref';
 import { addRmsNorm, rmsNormBackward } from './rmsnorm';
 import { rope, ropeBackward, ropeInvFreq } from './rope';
-import { softmax, softmaxBackward } from './softmax';
-import { swiglu, swigluBackward, swigluFused, swigluFusedBackward } from './swiglu';
 import { get, poisoned, randTensor } from './test-util';
 
 const CAP = 16384;
@@ -195,89 +190,30 @@ describe('rmsNorm in chunks', () => {
   }
 });
 
-describe('softmax in chunks', () => {
-  for (const [rows, len, dt] of [
-    [45, 200, 'f32'],
-    [30, 129, 'bf16'],
-  ] as [number, number, DType][]) {
-    it(`[${rows}, ${len}] ${dt}`, async () => {
-      const x = randTensor(ctx, [rows, len], dt, rows, 2);
-      const dy = randTensor(ctx, [rows, len], dt, len);
-      const y = softmax(ctx, x.t, { out: poisoned(ctx, [rows, len]) });
-      const ref = refSoftmax(x.data, rows, len);
-      expect(relErr(await get(ctx, y), ref)).toBeLessThan(1e-5);
-      const yq = upload(ctx, ref, [rows, len], dt);
-      const dx = softmaxBackward(ctx, yq, dy.t, { out: poisoned(ctx, [rows, len]) });
-      const yd = await get(ctx, yq);
-      expect(relErr(await get(ctx, dx), refSoftmaxBackward(yd, dy.data, rows, len))).toBeLessThan(1e-5);
-      release(ctx, x.t, dy.t, y, yq, dx);
-    });
-  }
-});
-
-describe('swiglu in chunks', () => {
-  it('split [3, 40, 96] f32 and bf16', async () => {
-    for (const dt of ['f32', 'bf16'] as DType[]) {
-      const shape = [3, 40, 96];
-      const g = randTensor(ctx, shape, dt, 1, 3);
-      const u = randTensor(ctx, shape, dt, 2);
-      const dy = randTensor(ctx, shape, 'f32', 3);
-      const out = swiglu(ctx, g.t, u.t, { out: poisoned(ctx, shape) });
-      const b = swigluBackward(ctx, dy.t, g.t, u.t, { dgateOut: poisoned(ctx, shape), dupOut: poisoned(ctx, shape) });
-      const rb = refSwigluBackward(dy.data, g.data, u.data);
-      expect(relErr(await get(ctx, out), refSwiglu(g.data, u.data))).toBeLessThan(1e-5);
-      expect(relErr(await get(ctx, b.dgate), rb.dg)).toBeLessThan(1e-5);
-      expect(relErr(await get(ctx, b.dup), rb.du)).toBeLessThan(1e-5);
-      release(ctx, g.t, u.t, dy.t, out, b.dgate, b.dup);
-    }
-  });
-
-  it('fused [50, 2*67] bf16 and [64, 2*48] f16', async () => {
-    for (const [rows, inner, dt] of [
-      [50, 67, 'bf16'],
-      [64, 48, 'f16'],
-    ] as [number, number, DType][]) {
-      const gu = randTensor(ctx, [rows, 2 * inner], dt, rows, 3);
-      const dy = randTensor(ctx, [rows, inner], 'f32', inner);
-      const out = swigluFused(ctx, gu.t, { out: poisoned(ctx, [rows, inner]) });
-      const dgu = swigluFusedBackward(ctx, dy.t, gu.t, { out: poisoned(ctx, [rows, 2 * inner]) });
-      const { g, u } = swigluHalves(gu.data, rows, inner);
-      const rb = refSwigluBackward(dy.data, g, u);
-      expect(relErr(await get(ctx, out), refSwiglu(g, u))).toBeLessThan(1e-5);
-      const got = swigluHalves(await get(ctx, dgu), rows, inner);
-      expect(relErr(got.g, rb.dg)).toBeLessThan(1e-5);
-      expect(relErr(got.u, rb.du)).toBeLessThan(1e-5);
-      release(ctx, gu.t, dy.t, out, dgu);
-    }
-  });
-});
-
-describe('geluTanhGate in chunks (the gated kernel of swiglu with another activation)', () => {
-  it('split [3, 40, 96] bf16 and fused [50, 2*67] bf16', async () => {
-    const shape = [3, 40, 96];
-    const g = randTensor(ctx, shape, 'bf16', 31, 3);
-    const u = randTensor(ctx, shape, 'bf16', 32);
-    const dy = randTensor(ctx, shape, 'f32', 33);
-    expect(bytes(g.t)).toBeGreaterThan(CAP);
-    const out = geluTanhGate(ctx, g.t, u.t, { out: poisoned(ctx, shape) });
-    const b = geluTanhGateBackward(ctx, dy.t, g.t, u.t, { dgateOut: poisoned(ctx, shape), dupOut: poisoned(ctx, shape) });
-    const rb = refGeluTanhGateBackward(dy.data, g.data, u.data);
-    expect(relErr(await get(ctx, out), refGeluTanhGate(g.data, u.data))).toBeLessThan(1e-5);
-    expect(relErr(await get(ctx, b.dgate), rb.dg)).toBeLessThan(1e-5);
-    expect(relErr(await get(ctx, b.dup), rb.du)).toBeLessThan(1e-5);
-    const [rows, inner] = [50, 67];
-    const gu = randTensor(ctx, [rows, 2 * inner], 'bf16', 34, 3);
-    const dy2 = randTensor(ctx, [rows, inner], 'f32', 35);
-    const out2 = geluTanhGateFused(ctx, gu.t, { out: poisoned(ctx, [rows, inner]) });
-    const dgu = geluTanhGateFusedBackward(ctx, dy2.t, gu.t, { out: poisoned(ctx, [rows, 2 * inner]) });
-    const h = swigluHalves(gu.data, rows, inner);
-    const rb2 = refGeluTanhGateBackward(dy2.data, h.g, h.u);
-    expect(relErr(await get(ctx, out2), refGeluTanhGate(h.g, h.u))).toBeLessThan(1e-5);
-    const got = swigluHalves(await get(ctx, dgu), rows, inner);
-    expect(relErr(got.g, rb2.dg)).toBeLessThan(1e-5);
-    expect(relErr(got.u, rb2.du)).toBeLessThan(1e-5);
-    release(ctx, g.t, u.t, dy.t, out, b.dgate, b.dup, gu.t, dy2.t, out2, dgu);
-  });
+describe('gated activations in chunks', () => {
+  const ops = [
+    ['swiglu', swiglu, swigluBackward, refSwiglu, refSwigluBackward],
+    ['geluTanhGate', geluTanhGate, geluTanhGateBackward, refGeluTanhGate, refGeluTanhGateBackward],
+  ] as const;
+  for (const [name, fwd, bwd, refFwd, refBwd] of ops)
+    for (const [gd, ud] of [
+      ['f32', 'f32'],
+      ['bf16', 'f16'],
+    ] as [DType, DType][])
+      it(`${name} [3, 40, 96] gate ${gd}, up ${ud}`, async () => {
+        const shape = [3, 40, 96];
+        const g = randTensor(ctx, shape, gd, 1, 3);
+        const u = randTensor(ctx, shape, ud, 2);
+        const dy = randTensor(ctx, shape, 'f32', 3);
+        expect(bytes(u.t)).toBeGreaterThan(CAP);
+        const out = fwd(ctx, g.t, u.t, { out: poisoned(ctx, shape) });
+        const b = bwd(ctx, dy.t, g.t, u.t, { dgateOut: poisoned(ctx, shape), dupOut: poisoned(ctx, shape) });
+        const rb = refBwd(dy.data, g.data, u.data);
+        expect(relErr(await get(ctx, out), refFwd(g.data, u.data))).toBeLessThan(1e-5);
+        expect(relErr(await get(ctx, b.dgate), rb.dg)).toBeLessThan(1e-5);
+        expect(relErr(await get(ctx, b.dup), rb.du)).toBeLessThan(1e-5);
+        release(ctx, g.t, u.t, dy.t, out, b.dgate, b.dup);
+      });
 });
 
 describe('rope in chunks', () => {

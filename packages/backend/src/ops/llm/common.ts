@@ -31,8 +31,6 @@ export function pow2ceil(n: number): number {
 const SHAPES: Record<string, { target: number; max: number; wg: number; swg: number }> = {
   rmsnorm: { target: 16, max: 32, wg: 1024, swg: 1024 },
   rmsnorm_bwd: { target: 8, max: 16, wg: 1024, swg: 1024 },
-  softmax: { target: 16, max: 64, wg: 512, swg: 512 },
-  softmax_bwd: { target: 16, max: 32, wg: 512, swg: 512 },
   ce: { target: 16, max: 64, wg: 512, swg: 512 },
   emb_bwd: { target: 8, max: 16, wg: 1024, swg: 1024 },
 };
@@ -91,7 +89,7 @@ export function vecPrelude(
 
 /**
  * Tuning knobs, for benchmarks and experiments: subgroup reductions on/off, and launch-shape overrides per
- * kernel family (`rmsnorm`, `rmsnorm_bwd`, `softmax`, `softmax_bwd`, `ce`, `emb_bwd`, `emb_sort`), over the
+ * kernel family (`rmsnorm`, `rmsnorm_bwd`, `ce`, `emb_bwd`, `emb_sort`), over the
  * defaults in `SHAPES`. Kernel cache keys include every choice.
  */
 export const llmTuning = {

@@ -51,28 +51,6 @@ export function refRmsNormBackward(dy: Float64Array, x: Float64Array, w: Float64
   return { dx, dw };
 }
 
-export function refSoftmax(x: Float64Array, rows: number, len: number): Float64Array {
-  const y = new Float64Array(rows * len);
-  for (let r = 0; r < rows; r++) {
-    let m = -Infinity;
-    for (let j = 0; j < len; j++) m = Math.max(m, x[r * len + j]!);
-    let s = 0;
-    for (let j = 0; j < len; j++) s += Math.exp(x[r * len + j]! - m);
-    for (let j = 0; j < len; j++) y[r * len + j] = Math.exp(x[r * len + j]! - m) / s;
-  }
-  return y;
-}
-
-export function refSoftmaxBackward(y: Float64Array, dy: Float64Array, rows: number, len: number): Float64Array {
-  const dx = new Float64Array(rows * len);
-  for (let r = 0; r < rows; r++) {
-    let d = 0;
-    for (let j = 0; j < len; j++) d += y[r * len + j]! * dy[r * len + j]!;
-    for (let j = 0; j < len; j++) dx[r * len + j] = y[r * len + j]! * (dy[r * len + j]! - d);
-  }
-  return dx;
-}
-
 export const sigmoid = (g: number) => 1 / (1 + Math.exp(-g));
 
 export const refSwiglu = (g: Float64Array, u: Float64Array) => g.map((v, i) => v * sigmoid(v) * u[i]!);
@@ -97,18 +75,6 @@ export function refGeluTanhGateBackward(dy: Float64Array, g: Float64Array, u: Fl
   const dg = g.map((v, i) => dy[i]! * u[i]! * refGeluTanh(v).d);
   const du = g.map((v, i) => dy[i]! * refGeluTanh(v).y);
   return { dg, du };
-}
-
-/** Split [rows, 2I] into gate / up halves. */
-export function swigluHalves(gu: Float64Array, rows: number, inner: number) {
-  const g = new Float64Array(rows * inner);
-  const u = new Float64Array(rows * inner);
-  for (let r = 0; r < rows; r++)
-    for (let j = 0; j < inner; j++) {
-      g[r * inner + j] = gu[r * 2 * inner + j]!;
-      u[r * inner + j] = gu[r * 2 * inner + inner + j]!;
-    }
-  return { g, u };
 }
 
 /** float64 reference: rotate with angles fround(fround(pos) * inv[i]) (HF's f32 product), cos/sin in float64. */
