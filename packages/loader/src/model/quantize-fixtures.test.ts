@@ -14,14 +14,14 @@
 // | NF4, blocks of 32 / 64 (+dq) | 0.26-0.49 / 0.24-0.51 | 0.22-0.30 / 0.25-0.33 |
 //
 // The test asserts the int8 bound norm-wise with blocks of 32, the reading chosen for quantization noise (spread
-// over every logit; the error measure quantization work reports); in the fixtures README's max-abs reading
-// (its tolerance for f32 arithmetic) no int8 layout meets 2e-2 on every fixture. No 4-bit layout meets 1e-1 in
-// either reading, and none can on these models: their weights (std 0.1 at width 64) give every projection a gain
-// near 1, so each projection's weight noise reaches the logits undamped. NF4 weights are 8.7-9.2% off
-// (norm-wise, the format's resolution on Gaussian weights); quantizing one projection alone moves the logits
-// by 1.7-17% (llama-tiny; qwen3-tiny 2.9-12%: the most sensitive projection alone is over 1e-1), and the 14 projections' effects add
-// in quadrature (root-sum-square 0.27-0.34 against 0.25-0.33 measured together). int8's weights are 0.5-0.6% off
-// and its single-projection effects add up to 1.6-2.3% in the same way.
+// over every logit; the error measure quantization work reports); in the fixtures README's max-abs reading (its
+// tolerance for f32 arithmetic) no int8 layout meets 2e-2 on every fixture. No 4-bit layout meets 1e-1 in either
+// reading, and none can on these models: their weights (std 0.1 at width 64) give every projection a gain near 1, so
+// each projection's weight noise reaches the logits undamped. NF4 weights are 8.7-9.2% off (norm-wise, llama-tiny
+// and qwen3-tiny: the format's resolution on Gaussian weights); one projection alone moves the logits by 1.7-17%
+// (llama-tiny; qwen3-tiny 2.9-12%: the most sensitive projection alone is over 1e-1), and the 14 projections'
+// effects add in quadrature (root-sum-square 0.27-0.34 against 0.25-0.33 measured together). int8's weights are
+// 0.5-0.6% off and its single-projection effects add up to 1.6-2.3% in the same way.
 // LoRA on an NF4 base lowers the loss on a small corpus as much as on the f32 base, within 10%.
 import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
