@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One `rusty finetune` per run name for qlora-1b.sh / qlora-7b.sh, each with nvidia-smi sampling the GPU's used
+# memory every 100 ms:  qlora-run.sh <work_dir> <model_dir> <steps> <entry> <run>...
+# A run name is bf16 (--mixed-precision bf16) or nf4 (--quantize nf4 --mixed-precision bf16), optionally with
+# -ckpt (--gradient-checkpointing) and -f32 (no --mixed-precision). Each run writes <work_dir>/<run>/: out/ (the
+# adapter and metrics.jsonl), log.txt, smi.txt, baseline.txt, wall_s.txt, rc.txt. QLORA_SEQ / QLORA_BATCH
+# (default 512 / 4) change the batch, QLORA_ARGS adds flags to every run.
+set -uo pipefail
+work=$1 model=$2 steps=$3 entry=$4
+shift 4
+smi() { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits "$@"; }
+for run in "$@"; do
+  d="$work/$run"
+  rm -rf "$d" && mkdir -p "$d"
+  extra=()
+  case "$run" in nf4*) extra+=(--quantize nf4) ;; esac
+  case "$run" in *-f32*) ;; *) extra+=(--mixed-precision bf16) ;; esac
+  case "$run" in *-ckpt*) extra+=(--gradient-checkpointing) ;; esac
+  smi -i 0 >"$d/baseline.txt" 2>/dev/null || true
+  smi -i 0 -lms 100 >"$d/smi.txt" 2>/dev/null &
+  spid=$!
+  t0=$(date +%s.%N)
+  bash .gpu/run.sh "$entry" finetune --model "$model" --data "$work/corpus.txt" --out "$d/out" \
+    --targets all --r 16 --alpha 32 --seq-len "${QLORA_SEQ:-512}" --batch-size "${QLORA_BATCH:-4}" --steps "$steps" --lr 1e-4 --val-split 0 \
+    --log-every 5 "${extra[@]}" ${QLORA_ARGS:-} >"$d/log.txt" 2>&1
+  echo $? >"$d/rc.txt"
+  t1=$(date +%s.%N)
+  kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+  echo "$t1 - $t0" | bc >"$d/wall_s.txt" 2>/dev/null || python3 -c "print(round($t1-$t0,1))" >"$d/wall_s.txt"
+  echo "== $run (rc $(cat "$d/rc.txt"), $(cat "$d/wall_s.txt") s): ${extra[*]}" >&2
+  tail -n 12 "$d/log.txt" >&2
+done
