@@ -1,6 +1,7 @@
 import {
   advanceStep,
   ConfigError,
+  type SegmentTable,
   createStepState,
   download,
   fill,
@@ -11,6 +12,7 @@ import {
 } from '@rusty/backend';
 import { releaseRef } from '../storage';
 import type { Tensor } from '../tensor';
+import { makeResident, packArenas, releasePacks, tableFor, type ArenaPack } from './arena';
 
 /** A parameter group as given by the user: its own lr / weight decay override the optimizer's defaults. */
 export interface ParamGroupInit {
@@ -58,11 +60,15 @@ export abstract class Optimizer {
   protected stepStates: DeviceTensor[];
   protected abstract readonly kind: string;
   protected abstract readonly slots: string[];
+  /** Per group, once its first `foreach` step has made them: the arena packs and the tensors stepped alone. */
+  private packs: ({ packs: ArenaPack[]; rest: Tensor[] } | null)[];
 
   constructor(
     readonly ctx: Context,
     params: Tensor[] | ParamGroupInit[],
     defaults: { lr: number; weightDecay: number },
+    /** Step the small f32 parameters of a group in one multi-tensor dispatch (see {@link stepGroup}). */
+    readonly foreach = true,
   ) {
     const groups: ParamGroupInit[] = params.length && 'params' in params[0]! ? (params as ParamGroupInit[]) : [{ params: params as Tensor[] }];
     this.paramGroups = groups.map((g) => {
@@ -79,6 +85,35 @@ export abstract class Optimizer {
         seen.add(p);
       }
     this.stepStates = this.paramGroups.map(() => createStepState(ctx));
+    this.packs = this.paramGroups.map(() => null);
+  }
+
+  /**
+   * Step the parameters of group `i` that have a gradient: with `foreach`, the small f32 ones with f32 gradients
+   * in one `multi` dispatch per arena pack (they, their gradients and their state slots move into arenas on the
+   * first step, see `arena.ts`; `multi` gets the pack and the segment table of the tensors to step: lr 1 each,
+   * the group's weight decay) and the others with `one`; without `foreach`, every one with `one`.
+   */
+  protected stepGroup(i: number, one: (p: Tensor) => void, multi: (pack: ArenaPack, table: SegmentTable) => void): void {
+    const g = this.paramGroups[i]!;
+    if (!this.foreach) {
+      for (const p of g.params) if (p.grad) one(p);
+      return;
+    }
+    const pk = (this.packs[i] ??= packArenas(this.ctx, g.params, this.slots));
+    for (const p of pk.rest) if (p.grad) one(p);
+    for (const a of pk.packs) {
+      const inc: number[] = [];
+      a.params.forEach((p, j) => {
+        const gr = p.grad;
+        if (!gr) return;
+        // a gradient in another format, or a parameter no longer f32: this step takes it alone
+        if (gr.dtype !== 'f32' || p.dtype !== 'f32') return one(p);
+        makeResident(this.ctx, a, j, this.state, this.slots);
+        inc.push(j);
+      });
+      if (inc.length) multi(a, tableFor(this.ctx, a, inc, g.weightDecay));
+    }
   }
 
   /** Drop every parameter's gradient. */
@@ -148,6 +183,8 @@ export abstract class Optimizer {
     for (const s of this.state.values()) for (const t of Object.values(s)) releaseRef(this.ctx, t.buffer);
     this.state.clear();
     for (const s of this.stepStates) releaseRef(this.ctx, s.buffer);
+    for (const pk of this.packs) if (pk) releasePacks(this.ctx, pk.packs);
+    this.packs = this.paramGroups.map(() => null);
   }
 
   protected controls(c: StepControls) {

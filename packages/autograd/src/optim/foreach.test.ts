@@ -1,0 +1,154 @@
+// The optimizers' multi-tensor path (`foreach`, the default): parameters, gradients and state in arenas, one
+// dispatch per group, against the one-dispatch-per-tensor path on the same gradients: bit-identical parameters
+// and state dicts through lr changes, a parameter without a gradient, GPU controls (gradScale, skip), a tensor
+// too large for the arena, gradients released and parameters reassigned between steps, and a state dict loaded
+// mid-run. AdamW and SGD (with and without momentum).
+import { createContext, upload, type Context, type DeviceTensor } from '@rusty/backend';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mul, square, sum, tidy, Tensor, add } from '../index';
+import { randn } from '../random';
+import { AdamW } from './adamw';
+import { SGD } from './sgd';
+import { arenaTuning } from './arena';
+import type { Optimizer, OptimizerState, ParamGroupInit } from './optimizer';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+// sizes that are and are not multiples of the 64-element arena alignment; [9, 17] (153) goes past maxElements
+const SHAPES = [[3, 5], [17], [64], [7, 9], [1], [9, 17], [2, 33], [65]];
+const MAX = 100;
+
+function makeParams(seed: number): Tensor[] {
+  return SHAPES.map((s, i) => {
+    const n = s.reduce((a, b) => a * b, 1);
+    return Tensor.fromArray(ctx, Float32Array.from(randn(n, seed + i)), s, { requiresGrad: true });
+  });
+}
+
+/** Gradients that depend on the parameters: d/dp sum(p^2 * c) = 2 p c, with c fresh per step. */
+function backward(ps: Tensor[], step: number, skip: ReadonlySet<number> = new Set()): void {
+  tidy(() => {
+    let loss: Tensor | null = null;
+    ps.forEach((p, i) => {
+      if (skip.has(i)) return;
+      const c = Tensor.fromArray(ctx, Float32Array.from(randn(p.size, 100 * step + i)), p.shape);
+      const l = sum(mul(square(p), c));
+      loss = loss ? add(loss, l) : l;
+    });
+    loss!.backward();
+  });
+}
+
+async function bits(ps: Tensor[]): Promise<Uint32Array[]> {
+  return Promise.all(ps.map(async (p) => new Uint32Array(((await p.toArray()) as Float32Array).slice().buffer)));
+}
+
+function sameState(a: OptimizerState, b: OptimizerState): void {
+  expect(a.kind).toBe(b.kind);
+  expect(a.steps).toBe(b.steps);
+  expect(a.groups).toEqual(b.groups);
+  expect(a.stepStates).toEqual(b.stepStates);
+  expect(a.state.length).toBe(b.state.length);
+  a.state.forEach((s, i) => {
+    const t = b.state[i]!;
+    if (s === null || t === null) return expect(s).toBe(t);
+    expect(Object.keys(s).sort()).toEqual(Object.keys(t).sort());
+    for (const k of Object.keys(s)) expect(new Uint32Array(s[k]!.buffer)).toEqual(new Uint32Array(t[k]!.buffer));
+  });
+}
+
+function groups(ps: Tensor[]) {
+  return [
+    { params: ps.slice(0, 5), lr: 1e-2 },
+    { params: ps.slice(5), lr: 3e-3, weightDecay: 0.1 },
+  ];
+}
+
+const OPTIMIZERS: [string, (ps: ParamGroupInit[], foreach: boolean) => Optimizer][] = [
+  ['AdamW', (ps, foreach) => new AdamW(ctx, ps, { betas: [0.9, 0.95], foreach })],
+  ['SGD with Nesterov momentum', (ps, foreach) => new SGD(ctx, ps, { momentum: 0.9, nesterov: true, foreach })],
+  ['SGD without momentum', (ps, foreach) => new SGD(ctx, ps, { foreach })],
+];
+
+describe('optimizers with foreach (multi-tensor arenas)', () => {
+  for (const [name, make] of OPTIMIZERS)
+    it(`${name} is bit-identical to one dispatch per tensor, state dict included`, async () => {
+      const saved = arenaTuning.maxElements;
+      arenaTuning.maxElements = MAX;
+      try {
+        const a = makeParams(1);
+        const b = makeParams(1);
+        const oa = make(groups(a), true);
+        const ob = make(groups(b), false);
+        const scale = upload(ctx, [0.5], [1]);
+        const skipOn = upload(ctx, new Uint32Array([1]), [1], 'u32');
+        const skipOff = upload(ctx, new Uint32Array([0]), [1], 'u32');
+        const controls: { gradScale?: DeviceTensor; skip?: DeviceTensor }[] = [{}, {}, { gradScale: scale }, { skip: skipOn }, { skip: skipOff }, {}];
+        let dispatches = 0;
+        for (let s = 0; s < controls.length; s++) {
+          const noGrad = new Set(s === 1 ? [0, 6] : []);
+          if (s === 2) for (const o of [oa, ob]) o.paramGroups[0]!.lr *= 0.5;
+          if (s === 4) {
+            // between steps: a gradient released (it moves back into the arena) and a parameter reassigned
+            a[3]!.zeroGrad(true);
+            b[3]!.zeroGrad(true);
+            for (const ps of [a, b]) ps[2]!.assign(upload(ctx, Float32Array.from(randn(64, 77)), [64]));
+          }
+          backward(a, s, noGrad);
+          backward(b, s, noGrad);
+          const d0 = ctx.stats.dispatches;
+          oa.step(controls[s]!);
+          if (s === 5) dispatches = ctx.stats.dispatches - d0;
+          ob.step(controls[s]!);
+          oa.zeroGrad();
+          ob.zeroGrad();
+          expect(await bits(a)).toEqual(await bits(b));
+        }
+        // the small tensors live in arenas (sub-buffers), [9, 17] in its own buffer
+        const rooted = (t: Tensor) => 'root' in t.data.buffer;
+        expect(a.map(rooted)).toEqual(SHAPES.map((sh) => sh.reduce((x, y) => x * y, 1) <= MAX));
+        expect(b.some(rooted)).toBe(false);
+        // a steady step: per group one multi-tensor dispatch (and AdamW's step counter), plus one for [9, 17]
+        expect(dispatches).toBe(name === 'AdamW' ? 5 : 3);
+        sameState(await oa.stateDict(), await ob.stateDict());
+
+        // a state dict loaded into a fresh foreach optimizer goes on exactly like the per-tensor one
+        const c = makeParams(1);
+        for (let i = 0; i < c.length; i++) c[i]!.assign(upload(ctx, await b[i]!.toArray(), c[i]!.shape));
+        const oc = make(groups(c), true);
+        oc.loadStateDict(await ob.stateDict());
+        for (let s = 6; s < 8; s++) {
+          backward(b, s);
+          backward(c, s);
+          ob.step();
+          oc.step();
+          ob.zeroGrad();
+          oc.zeroGrad();
+        }
+        expect(await bits(c)).toEqual(await bits(b));
+        sameState(await oc.stateDict(), await ob.stateDict());
+        for (const o of [oa, ob, oc]) o.dispose();
+        for (const p of [...a, ...b, ...c]) p.dispose();
+      } finally {
+        arenaTuning.maxElements = saved;
+      }
+    });
+
+  it('keeps the arena alive for its tensors after dispose, and releases it with them', async () => {
+    const ps = makeParams(5);
+    const live0 = ctx.memory.live;
+    const o = new AdamW(ctx, ps);
+    backward(ps, 0);
+    o.step();
+    const before = await bits(ps);
+    o.dispose(); // the parameters still live in the parameter arena
+    expect(await bits(ps)).toEqual(before);
+    for (const p of ps) p.dispose();
+    await ctx.sync();
+    expect(ctx.memory.live).toBeLessThan(live0);
+  });
+});
