@@ -10,7 +10,7 @@ import { randn } from '../random';
 import { AdamW } from './adamw';
 import { SGD } from './sgd';
 import { arenaTuning } from './arena';
-import type { Optimizer, OptimizerState, ParamGroupInit } from './optimizer';
+import type { OptimizerState, ParamGroupInit } from './optimizer';
 
 let ctx: Context;
 beforeAll(async () => {
@@ -68,7 +68,7 @@ function groups(ps: Tensor[]) {
   ];
 }
 
-const OPTIMIZERS: [string, (ps: ParamGroupInit[], foreach: boolean) => Optimizer][] = [
+const OPTIMIZERS: [string, (ps: ParamGroupInit[], foreach: boolean) => AdamW | SGD][] = [
   ['AdamW', (ps, foreach) => new AdamW(ctx, ps, { betas: [0.9, 0.95], foreach })],
   ['SGD with Nesterov momentum', (ps, foreach) => new SGD(ctx, ps, { momentum: 0.9, nesterov: true, foreach })],
   ['SGD without momentum', (ps, foreach) => new SGD(ctx, ps, { foreach })],
