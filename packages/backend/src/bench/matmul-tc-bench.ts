@@ -8,12 +8,16 @@
  *   bash .gpu/run.sh matmul-tc-bench [--no-check] [--no-bench] [--reps=N] [--tiles=t128x128,t64x64] [--no-direct]
  *                                    [--unroll]   (tcTuning.unroll: named accumulators instead of indexed arrays)
  *   bash .gpu/run.sh matmul-tc-bench --probe   # pipeline-creation diagnosis: each variant in its own process
+ *   bash .gpu/run.sh matmul-tc-bench --sweep[=v1,v2,...] [--ablate=t128x256k16,v2] [--shapes=4096] [--reps=20]
+ *       every kernel variant of TC_TILES (and timing ablations of the variants named) over
+ *       4096^3, 8192x2048x5632 and 8192x5632x2048 in NN / NT / TN: TFLOP/s and the largest relative error of
+ *       sampled outputs against float64 per variant; the table comes last on stdout.
  */
 import { spawnSync } from 'node:child_process';
 import probeWgsl from '../../../../shaders/matmul-tc-probe.wgsl';
 import { createContext, type Context } from '../context';
 import { matmul, type MatmulOptions } from '../ops/core/matmul';
-import { contextTcPlan, TC_TILES, tcFailures, tcTileProblem, tcTuning, tensorCoresReady, type TcTileName, type TensorCorePlan } from '../ops/core/matmul-tc';
+import { contextTcPlan, TC_TILES, tcFailures, tcTileProblem, tcTuning, tensorCoresReady, type TcTile, type TcTileName, type TensorCorePlan } from '../ops/core/matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases, type TcResult } from '../ops/core/matmul-tc.cases';
 import { download, empty, poison, release, upload, type DeviceTensor } from '../tensor';
 import { randn, relErr, rng } from '../testing';
@@ -23,10 +27,12 @@ const flag = (name: string) => args.includes(`--${name}`);
 const opt = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
 const log = (s: string) => process.stderr.write(s + '\n');
 
+/** Uniform values in [-1, 1] on a 2^-11 grid: exact in f16, so the f16 upload and the f32 copy hold the same
+ *  numbers and the float64 reference of a sampled output needs no rounding model. */
 function randomData(n: number, seed: number): Float32Array {
   const r = rng(seed);
   const x = new Float32Array(n);
-  for (let i = 0; i < n; i++) x[i] = 2 * r() - 1;
+  for (let i = 0; i < n; i++) x[i] = (Math.floor(r() * 4096) - 2048) / 2048;
   return x;
 }
 
@@ -139,11 +145,156 @@ function probe(): Record<string, unknown>[] {
   return rows;
 }
 
+/**
+ * The variant sweep: each variant of TC_TILES (or --sweep=names) and the ablations, over the three products in
+ * NN / NT / TN. Three passes, so that no compile or host work idles the GPU just before a timing (on
+ * 2026-11-25 the H200 idled at 345 MHz and timings taken right after a compile or a 184 MB read-back varied 2-3x
+ * for the same pipeline): (1) every pipeline is built first; (2) each timing follows at least `SPIN_MS` of
+ * back-to-back runs of the same product, then `reps` runs timed by the wall clock between two syncs and `reps`
+ * more by the profiler; (3) a correctness pass: NaN-poisoned output, one run, `SAMPLES` outputs against float64
+ * (relative to the largest sampled reference value) per variant, shape and layout.
+ */
+async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]; table: Record<string, unknown> }> {
+  const gpu = await createContext({ profile: true });
+  const plan = contextTcPlan(gpu);
+  if (!('frag' in plan)) throw new Error(`no tensor cores: ${plan.reason}`);
+  const reps = Number(opt('reps') ?? 20);
+  const maxEl = 8192 * 5632;
+  const hostA = randomData(maxEl, 1);
+  const hostB = randomData(maxEl, 2);
+  const A16 = upload(gpu, hostA, [maxEl], 'f16');
+  const B16 = upload(gpu, hostB, [maxEl], 'f16');
+  const C = empty(gpu, [maxEl]);
+  const view = (t: DeviceTensor, shape: number[]): DeviceTensor => ({ buffer: t.buffer, dtype: t.dtype, shape });
+  const variants: [string, TcTile][] = names.map((n) => [n, TC_TILES[n as TcTileName]]);
+  for (const v of opt('ablate')?.split(',') ?? [])
+    for (const ablate of ['nomma', 'nostage'] as const) variants.push([`${v}-${ablate}`, { ...TC_TILES[v as TcTileName], ablate }]);
+  const shapes = ([
+    [4096, 4096, 4096],
+    [8192, 2048, 5632],
+    [8192, 5632, 2048],
+  ] as [number, number, number][]).filter(([M]) => !opt('shapes') || opt('shapes')!.split(',').includes(String(M)));
+  const layouts = ['NN', 'NT', 'TN'];
+  const product = (tile: TcTile, M: number, N: number, K: number, layout: string) => {
+    const transA = layout[0] === 'T';
+    const transB = layout[1] === 'T';
+    const a = view(A16, transA ? [K, M] : [M, K]);
+    const b = view(B16, transB ? [N, K] : [K, N]);
+    const c = view(C, [M, N]);
+    return () => void matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true, tcTile: tile });
+  };
+  const fits = (tile: TcTile, layout: string) => !tcTileProblem(tile, plan, gpu.info.limits, layout[0] === 'T', layout[1] === 'T');
+  // (1) build every pipeline (the flags are the same for the three shapes)
+  const t0 = performance.now();
+  for (const [, tile] of variants)
+    for (const layout of layouts)
+      if (fits(tile, layout))
+        try {
+          product(tile, 4096, 4096, 4096, layout)();
+        } catch (e) {
+          if (!/not ready/.test((e as Error).message)) throw e;
+        }
+  await tensorCoresReady(gpu);
+  log(`pipelines built in ${((performance.now() - t0) / 1e3).toFixed(1)} s`);
+  const failed = new Set([...tcFailures(gpu)].map(([k]) => k));
+  const rows: Record<string, unknown>[] = [];
+  const table: Record<string, Record<string, unknown>> = {};
+  // (2) timings, after a second of work that brings the clocks up from idle
+  {
+    const [n0, t0v] = variants[0]!;
+    const f = product(t0v, 4096, 4096, 4096, 'NN');
+    const s0 = performance.now();
+    while (performance.now() - s0 < 1000) {
+      for (let i = 0; i < 5; i++) f();
+      await gpu.sync();
+    }
+    log(`warmed up on ${n0}`);
+  }
+  for (const [name, tile] of variants) {
+    const entry: Record<string, unknown> = (table[name] = {});
+    for (const [M, N, K] of shapes)
+      for (const layout of layouts) {
+        const key = `${M}x${N}x${K} ${layout}`;
+        if (!fits(tile, layout)) {
+          entry[key] = null;
+          continue;
+        }
+        const f = product(tile, M, N, K, layout);
+        const row: Record<string, unknown> = { variant: name, M, N, K, layout };
+        try {
+          const s0 = performance.now();
+          while (performance.now() - s0 < SPIN_MS) {
+            for (let i = 0; i < 5; i++) f();
+            await gpu.sync();
+          }
+          const t = await timeOf(gpu, f, reps);
+          const tflops = +((2 * M * N * K) / t.s / 1e12).toPrecision(4);
+          Object.assign(row, { us: +(t.s * 1e6).toFixed(1), wallUs: +(t.wall * 1e6).toFixed(1), tflops, wallTflops: +((2 * M * N * K) / t.wall / 1e12).toPrecision(4), kernels: t.kernels });
+          entry[key] = tflops;
+        } catch (e) {
+          row.error = (e as Error).message.slice(0, 400);
+          entry[key] = 'error';
+        }
+        log(JSON.stringify(row));
+        rows.push(row);
+      }
+  }
+  // (3) correctness of sampled outputs
+  const r = rng(99);
+  for (const [name, tile] of variants) {
+    let worst = 0;
+    for (const [M, N, K] of shapes)
+      for (const layout of layouts) {
+        if (!fits(tile, layout)) continue;
+        const transA = layout[0] === 'T';
+        const transB = layout[1] === 'T';
+        const c = view(C, [M, N]);
+        poison(gpu, c);
+        try {
+          product(tile, M, N, K, layout)();
+        } catch (e) {
+          worst = Infinity;
+          continue;
+        }
+        const got = (await download(gpu, c)) as Float32Array;
+        let num = 0;
+        let den = 0;
+        for (let q = 0; q < SAMPLES; q++) {
+          const m = Math.floor(r() * M);
+          const n = Math.floor(r() * N);
+          let want = 0;
+          for (let k = 0; k < K; k++) want += hostA[transA ? k * M + m : m * K + k]! * hostB[transB ? n * K + k : k * N + n]!;
+          const g = got[m * N + n]!;
+          num = Number.isFinite(g) ? Math.max(num, Math.abs(g - want)) : Infinity;
+          den = Math.max(den, Math.abs(want));
+        }
+        worst = Math.max(worst, num / den);
+      }
+    table[name]!.maxRelErr = tile.ablate ? `ablation (${worst.toPrecision(3)})` : +worst.toPrecision(3);
+  }
+  if (failed.size) (table as Record<string, unknown>).tcFailures = [...tcFailures(gpu)].map(([k, e]) => `${k}: ${e.message.slice(0, 600)}`);
+  release(gpu, A16, B16, C);
+  gpu.destroy();
+  return { rows, table };
+}
+
+/** Milliseconds of back-to-back runs of a product before it is timed. */
+const SPIN_MS = 200;
+const SAMPLES = 48;
+
 async function main() {
   const c = opt('child');
   if (c) return child(c);
   if (flag('probe')) {
     console.log(JSON.stringify({ probe: probe() }));
+    return;
+  }
+  const sw = args.find((a) => a === '--sweep' || a.startsWith('--sweep='));
+  if (sw) {
+    const names = sw.includes('=') ? sw.split('=')[1]!.split(',') : Object.keys(TC_TILES);
+    const { rows, table } = await sweep(names);
+    console.log(JSON.stringify({ sweep: rows }));
+    console.log(JSON.stringify({ table }));
     return;
   }
   if (flag('no-direct')) tcTuning.direct = false;

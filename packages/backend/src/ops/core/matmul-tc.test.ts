@@ -83,7 +83,7 @@ describe('tensor-core path selection (runs everywhere)', () => {
       const out =
         code
           .replace(/alias (\w+) = subgroup_matrix_\w+<[^;]*;/g, 'alias $1 = f32;')
-          .replace(/return subgroupMatrixLoad<\w+, \w+>\(&(\w+), off, (\w+)\)/g, 'return stub_load_$1(off, $2)')
+          .replace(/subgroupMatrixLoad<\w+, \w+>\(&(\w+),/g, 'stub_load_$1(')
           .replace(/subgroupMatrixMultiplyAccumulate\(/g, 'stub_mma(')
           .replace(/subgroupMatrixStore<row_major>\(&(\w+),/g, 'stub_store_$1(') +
         `
@@ -94,7 +94,16 @@ fn stub_load_Bs(off: u32, s: u32) -> f32 { stub_need(off); stub_need(s); return 
 fn stub_mma(a: f32, b: f32, c: f32) -> f32 { return a * b + c; }
 fn stub_store_c(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); c[o] = v; }
 fn stub_store_Cs(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); Cs[o] = v; }
-`;
+` +
+        // CM variants copy blocks from the f16 storage views into the staged slices
+        (/\bah: array<f16>/.test(code)
+          ? `
+fn stub_load_ah(off: u32, s: u32) -> f32 { stub_need(off); stub_need(s); return f32(ah[off]); }
+fn stub_load_bh(off: u32, s: u32) -> f32 { stub_need(off); stub_need(s); return f32(bh[off]); }
+fn stub_store_As(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); As[o] = f16(v); }
+fn stub_store_Bs(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); Bs[o] = f16(v); }
+`
+          : '');
       expect(out.replace(/\/\/.*$/gm, '')).not.toMatch(/subgroupMatrix\w*[<(]|subgroup_matrix_\w+</);
       return out;
     };

@@ -17,18 +17,34 @@ import { checkedKernel, kernelFailures, kernelsReady } from '../../kernel-cache'
 import { operandReader } from './matmul';
 
 /** A workgroup tile of the tensor-core kernel, in elements: BM x BN of C per workgroup over an SGM x SGN grid
- *  of subgroups, BK of K staged per step (a multiple of the fragment's K). */
+ *  of subgroups, BK of K staged per step (a multiple of the fragment's K), and how the slices are staged: a
+ *  kernel variant (`TC_TILES` names them; `src/bench/matmul-tc-bench.ts --sweep` measures them all). */
 export interface TcTile {
   bm: number;
   bn: number;
   bk: number;
   sgm: number;
   sgn: number;
+  /** Halves per global load and staged unit: 8 (one 16-byte load, 8 scalar workgroup stores; default) or 2 (one
+   *  32-bit word per lane: consecutive lanes store consecutive words, no bank conflicts). */
+  vw?: 2 | 8;
+  /** Workgroup buffers per operand: 2 (default: the next slice goes into the other buffer, one barrier per
+   *  step) or 1 (two barriers per step, half the workgroup memory: room for a larger BK). */
+  nbuf?: 1 | 2;
+  /** Stage interior slices as SM x SK subgroup-matrix blocks (subgroupMatrixLoad from storage,
+   *  subgroupMatrixStore into workgroup memory); edge slices take the element path. */
+  cm?: boolean;
+  /** Per-unit global and workgroup offsets computed once before the K loop; slices that lie wholly inside both
+   *  operands (with vector loads) load and store through them without bounds checks. */
+  hoist?: boolean;
+  /** Timing ablations only (wrong results; never in `TC_TILES`): leave out the multiply-accumulates, or the
+   *  staging of every slice after the first. */
+  ablate?: 'nomma' | 'nostage';
 }
 
-/** The tiles `auto` chooses from (largest first). Measured on an H200 (src/bench/matmul-tc-bench.ts; see
- *  docs/PERFORMANCE.md): the big tile for products with at least `TC_MIN_BIG_TILES` of them, the small one
- *  below. */
+/** The kernel variants (tiles with their staging) that tests check and the sweep measures; `auto` picks
+ *  `tcTuning.big` / `tcTuning.small`. The first six are the plain forms measured on 2026-11-24 (16-byte loads, two
+ *  buffers); v1.. are the numbered variants of the 2026-11-25 sweep (docs/PERFORMANCE.md). */
 export const TC_TILES = {
   t128x128: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 4 },
   t128x128w4: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 2 },
@@ -36,6 +52,29 @@ export const TC_TILES = {
   t64x64: { bm: 64, bn: 64, bk: 32, sgm: 2, sgn: 2 },
   t128x256k16: { bm: 128, bn: 256, bk: 16, sgm: 2, sgn: 4 },
   t64x64k64: { bm: 64, bn: 64, bk: 64, sgm: 2, sgn: 2 },
+  v1: { bm: 128, bn: 256, bk: 16, sgm: 2, sgn: 4, vw: 2 },
+  v2: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, vw: 2, nbuf: 1 },
+  v3: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1 },
+  v4: { bm: 128, bn: 256, bk: 16, sgm: 2, sgn: 4, cm: true },
+  v5: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, cm: true },
+  v6: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 2, vw: 2 },
+  v7: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 2, cm: true },
+  v8: { bm: 128, bn: 128, bk: 64, sgm: 2, sgn: 2, vw: 2, nbuf: 1 },
+  v9: { bm: 256, bn: 128, bk: 16, sgm: 4, sgn: 2, vw: 2 },
+  v10: { bm: 256, bn: 128, bk: 32, sgm: 4, sgn: 2, vw: 2, nbuf: 1 },
+  v11: { bm: 128, bn: 256, bk: 16, sgm: 4, sgn: 4, vw: 2 },
+  v12: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 4, vw: 2 },
+  v13: { bm: 128, bn: 128, bk: 64, sgm: 2, sgn: 2, nbuf: 1, cm: true },
+  v14: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true },
+  v15: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true },
+  v16: { bm: 256, bn: 128, bk: 32, sgm: 4, sgn: 2, nbuf: 1, hoist: true },
+  v17: { bm: 128, bn: 256, bk: 32, sgm: 4, sgn: 4, nbuf: 1, hoist: true },
+  v18: { bm: 128, bn: 256, bk: 16, sgm: 2, sgn: 4, hoist: true },
+  v19: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 4, hoist: true },
+  v20: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, vw: 2, nbuf: 1, hoist: true },
+  v21: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 2, hoist: true },
+  v22: { bm: 128, bn: 128, bk: 64, sgm: 2, sgn: 2, nbuf: 1, hoist: true },
+  v23: { bm: 128, bn: 128, bk: 32, sgm: 4, sgn: 2, hoist: true },
 } as const satisfies Record<string, TcTile>;
 export type TcTileName = keyof typeof TC_TILES;
 
@@ -85,6 +124,11 @@ export function tcTileProblem(t: TcTile, plan: TensorCorePlan, limits: Record<st
   if (!Number.isInteger(wn) || wn % SN) return `BN ${t.bn} / SGN ${t.sgn} is not a multiple of the fragment's N ${SN}`;
   if (t.bk % SK || t.bk % 8) return `BK ${t.bk} is not a multiple of the fragment's K ${SK} and of 8`;
   if (t.bm % 8 || t.bn % 8) return `BM and BN must be multiples of 8`;
+  if (t.cm) {
+    // the stored slices are copied in SM x SK blocks
+    for (const [rows, cols] of [slice(t, 'a', transA).dims, slice(t, 'b', transB).dims])
+      if (rows % SM || cols % SK) return `a staged slice of ${rows} x ${cols} is not made of ${SM} x ${SK} blocks`;
+  }
   const threads = t.sgm * t.sgn * plan.subgroupSize;
   if (threads > (limits.maxComputeInvocationsPerWorkgroup ?? 256)) return `${threads} threads exceed the device limit`;
   const bytes = tcSharedBytes(t, plan, transA, transB);
@@ -92,17 +136,18 @@ export function tcTileProblem(t: TcTile, plan: TensorCorePlan, limits: Record<st
   return null;
 }
 
-/** Workgroup memory of a tile: two staged slices of A and B (rows padded by 8 halves) and the f32 scratch. */
+/** Workgroup memory of a tile: its staged slices of A and B (rows padded by 8 halves, `nbuf` of each) and the
+ *  f32 scratch. */
 export function tcSharedBytes(t: TcTile, plan: TensorCorePlan, transA: boolean, transB: boolean): number {
   const a = slice(t, 'a', transA);
   const b = slice(t, 'b', transB);
-  return 2 * 2 * (a.size + b.size) + 4 * t.sgm * t.sgn * plan.frag.M * plan.frag.N;
+  return (t.nbuf ?? 2) * 2 * (a.size + b.size) + 4 * t.sgm * t.sgn * plan.frag.M * plan.frag.N;
 }
 
-function slice(t: TcTile, x: 'a' | 'b', trans: boolean): { stride: number; size: number } {
+function slice(t: TcTile, x: 'a' | 'b', trans: boolean): { stride: number; size: number; dims: [number, number] } {
   // A is staged [BM, BK] (or [BK, BM] when transposed), B [BK, BN] (or [BN, BK])
   const [rows, cols] = x === 'a' ? (trans ? [t.bk, t.bm] : [t.bm, t.bk]) : trans ? [t.bn, t.bk] : [t.bk, t.bn];
-  return { stride: cols + 8, size: rows * (cols + 8) };
+  return { stride: cols + 8, size: rows * (cols + 8), dims: [rows, cols] };
 }
 
 /** The kernel's flags (WGSL consts in the prelude). */
@@ -123,10 +168,11 @@ export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, tran
   const b = slice(t, 'b', transB);
   const fm = t.bm / t.sgm / SM;
   const fn = t.bn / t.sgn / SN;
+  const vw = t.vw ?? 8;
   const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
   return (
     c('SM', SM) + c('SN', SN) + c('SK', SK) + c('SG', plan.subgroupSize) + c('SGM', t.sgm) + c('SGN', t.sgn) +
-    c('FM', fm) + c('FN', fn) + c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) +
+    c('FM', fm) + c('FN', fn) + c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) + c('NBUF', t.nbuf ?? 2) + c('VW', vw) +
     c('AS_STRIDE', a.stride) + c('AS_SIZE', a.size) + c('BS_STRIDE', b.stride) + c('BS_SIZE', b.size) +
     `const A_T: bool = ${transA};\nconst B_T: bool = ${transB};\n` +
     Object.entries(flags).map(([k, v]) => `const ${k}: bool = ${v};\n`).join('') +
@@ -134,25 +180,148 @@ export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, tran
     `alias Lm = subgroup_matrix_left<f16, ${SK}, ${SM}>;\n` +
     `alias Rm = subgroup_matrix_right<f16, ${SN}, ${SK}>;\n` +
     `alias Acc = subgroup_matrix_result<f32, ${SN}, ${SM}>;\n` +
+    `alias CmT = subgroup_matrix_left<f16, ${SK}, ${SM}>;\n` +
     // a transposed operand is staged as stored, so op(A) = [M, K] reads it column-major (and op(B) likewise)
     `fn load_l(off: u32) -> Lm { return subgroupMatrixLoad<Lm, ${transA ? 'col_major' : 'row_major'}>(&As, off, AS_STRIDE); }\n` +
     `fn load_r(off: u32) -> Rm { return subgroupMatrixLoad<Rm, ${transB ? 'col_major' : 'row_major'}>(&Bs, off, BS_STRIDE); }\n` +
-    // element reads of the (f16) operands for unaligned loads, from the format table as in the portable kernel
-    operandReader('a', 'f16') +
-    operandReader('b', 'f16')
+    operandCode('a', vw, !!t.cm) +
+    operandCode('b', vw, !!t.cm)
   );
 }
 
 /**
- * The subgroup-matrix code of `shaders/matmul-tc.wgsl` at its `//@acc`, `//@mma`, `//@direct` and `//@scratch`
- * lines: the FM x FN accumulators as an array indexed in loops, or (`unroll`) as named variables acc_<i>_<j>
- * with every fragment load and multiply-accumulate written out.
+ * The global-memory side of operand x: its storage view (`x4`: array<vec4u>, or `xh`: array<f16> for CM
+ * variants, the only view of the binding the entry point uses), `at_x(e)` (one element as f32, from the format
+ * table where the view is the vec4u one), `fetch_x(bo, mn0, k0, u) -> UV` (unit u of a slice, 0 out of range)
+ * and `put_x(buf, u, w)` (a unit into workgroup memory).
  */
-export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean): Record<'acc' | 'mma' | 'direct' | 'scratch', string> {
-  if (!unroll)
-    return {
-      acc: 'var acc: array<Acc, FM * FN>;',
-      mma: `var lf: array<Lm, FM>;
+function operandCode(x: 'a' | 'b', vw: 2 | 8, cm: boolean): string {
+  const bind = x === 'a' ? 1 : 2;
+  const X = x.toUpperCase();
+  const ty = vw === 8 ? 'vec4u' : 'u32';
+  let s = `alias UV_${x} = ${ty};\n`;
+  let vec: string;
+  if (cm) {
+    s += `@group(0) @binding(${bind}) var<storage, read> ${x}h: array<f16>;\n`;
+    s += `fn at_${x}(e: u32) -> f32 { return f32(${x}h[e]); }\n`;
+    const w = (j: number) => `bitcast<u32>(vec2<f16>(${x}h[q.e + ${j}u], ${x}h[q.e + ${j + 1}u]))`;
+    vec = vw === 8 ? `vec4u(${w(0)}, ${w(2)}, ${w(4)}, ${w(6)})` : w(0);
+  } else {
+    s += `@group(0) @binding(${bind}) var<storage, read> ${x}4: array<vec4u>;\n`;
+    s += operandReader(x, 'f16');
+    vec = vw === 8 ? `${x}4[q.e >> 3u]` : `${x}4[q.e >> 3u][(q.e >> 1u) & 3u]`;
+  }
+  const elem = vw === 8 ? `vec4u(pk_${x}(q, 0u), pk_${x}(q, 2u), pk_${x}(q, 4u), pk_${x}(q, 6u))` : `pk_${x}(q, 0u)`;
+  s +=
+    `fn fetch_${x}(bo: u32, mn0: u32, k0: u32, u: u32) -> UV_${x} {\n` +
+    `  let q = unit_${x}(bo, mn0, k0, u);\n` +
+    `  if (q.lim == 0u) { return UV_${x}(); }\n` +
+    `  if (VEC_${X}) { return ${vec}; }\n` +
+    `  return ${elem};\n}\n`;
+  const words = vw === 8 ? ['w.x', 'w.y', 'w.z', 'w.w'] : ['w'];
+  s +=
+    `fn put_${x}(buf: u32, u: u32, w: UV_${x}) { put_${x}_at(s${x}_off(buf, u), w); }\n` +
+    `fn put_${x}_at(o: u32, w: UV_${x}) {\n` +
+    words.map((wd, i) => `  let h${i} = bitcast<vec2<f16>>(${wd});\n  ${X}s[o + ${2 * i}u] = h${i}.x;\n  ${X}s[o + ${2 * i + 1}u] = h${i}.y;\n`).join('') +
+    `}\n`;
+  return s;
+}
+
+/** Names of the //@ lines of `shaders/matmul-tc.wgsl` that `tcMatrixCode` fills. */
+type TcHook = 'acc' | 'regs' | 'fetch0' | 'stash0' | 'fetch' | 'stash' | 'mma' | 'direct' | 'scratch';
+
+/**
+ * The straight-line code of `shaders/matmul-tc.wgsl` at its //@ lines for a tile on a fragment and layout:
+ * accumulators, staging registers and their fetch / stash code (units per thread, or subgroup-matrix blocks for
+ * CM variants), the fragment loads and multiply-accumulates of every SK step of a slice, and the stores of C.
+ * `unroll` false gives the reference array form of the accumulators (indexed in loops; measured slow).
+ */
+export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, transA = false, transB = false): Record<TcHook, string> {
+  const { M: SM, N: SN, K: SK } = plan.frag;
+  const wg = t.sgm * t.sgn * plan.subgroupSize;
+  const nsg = t.sgm * t.sgn;
+  const vw = t.vw ?? 8;
+  const ks = [...Array(t.bk / SK).keys()];
+  const units = (x: 'a' | 'b', trans: boolean) => {
+    const [rows, cols] = slice(t, x, trans).dims;
+    return (rows * cols) / vw;
+  };
+  const blocks = (x: 'a' | 'b', trans: boolean) => {
+    const [rows, cols] = slice(t, x, trans).dims;
+    return (rows / SM) * (cols / SK);
+  };
+  // staging: per-thread units (guarded where the last round is partial) ...
+  const unitCode = (x: 'a' | 'b', trans: boolean, f: (l: number, u: string) => string) => {
+    const n = units(x, trans);
+    return [...Array(Math.ceil(n / wg)).keys()].map((l) => {
+      const u = `${l * wg}u + lid`;
+      return (l + 1) * wg > n ? `if (${u} < ${n}u) { ${f(l, u)} }` : f(l, u);
+    });
+  };
+  // ... or per-subgroup blocks (CM variants)
+  const blockCode = (x: 'a' | 'b', trans: boolean, f: (i: number, blk: string) => string) => {
+    const n = blocks(x, trans);
+    return [...Array(Math.ceil(n / nsg)).keys()].map((i) => {
+      const blk = `sg + ${i * nsg}u`;
+      return (i + 1) * nsg > n ? `if (${blk} < ${n}u) { ${f(i, blk)} }` : f(i, blk);
+    });
+  };
+  const mn0 = { a: 'm0', b: 'n0' };
+  const bo = { a: 'boa', b: 'bob' };
+  const scalarFetch = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l, u) => `r${x}_${l} = fetch_${x}(${bo[x]}, ${mn0[x]}, kn, ${u});`);
+  const scalarStash = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l, u) => `put_${x}(sb, ${u}, r${x}_${l});`);
+  const regDecl = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l) => `var r${x}_${l}: UV_${x};`).map((s) => s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
+  let regs = [...regDecl('a', transA), ...regDecl('b', transB)];
+  let fetch = [...scalarFetch('a', transA), ...scalarFetch('b', transB)];
+  let stash = [...scalarStash('a', transA), ...scalarStash('b', transB)];
+  if (t.hoist) {
+    // per unit: its global offset at K = 0 in load units (ga_/gb_) and its workgroup offset (oa_/ob_); a K step
+    // adds kn (or kn rows of the operand's stride when K runs along rows) to every global offset
+    const ks = { a: transA ? 'p.lda' : '1u', b: transB ? '1u' : 'p.ldb' };
+    const hoistDecl = (x: 'a' | 'b', trans: boolean) =>
+      unitCode(x, trans, (l, u) => `let q${x}_${l} = unit_${x}(${bo[x]}, ${mn0[x]}, 0u, ${u}); let g${x}_${l} = q${x}_${l}.e >> 3u; let o${x}_${l} = s${x}_off(0u, ${u});`).map((s) =>
+        s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'),
+      );
+    const fastFetch = (x: 'a' | 'b', trans: boolean) =>
+      unitCode(x, trans, (l) =>
+        vw === 8
+          ? `r${x}_${l} = ${x}4[g${x}_${l} + dk${x}];`
+          : `r${x}_${l} = ${x}4[(g${x}_${l} + dk${x}) >> 3u][((g${x}_${l} + dk${x}) >> 1u) & 3u];`,
+      );
+    const fastStash = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l) => `put_${x}_at(sb * ${x.toUpperCase()}S_SIZE + o${x}_${l}, r${x}_${l});`);
+    regs = [
+      ...regs,
+      ...hoistDecl('a', transA),
+      ...hoistDecl('b', transB),
+      'var fast = false;',
+    ];
+    // vw 8: offsets in vec4u units (e >> 3); vw 2: element offsets (e), the word picked from the vec4u
+    if (vw === 2) regs = regs.map((r) => r.replace(/(let g[ab]_\d+ = q[ab]_\d+\.e) >> 3u;/, '$1;'));
+    const dk = (x: 'a' | 'b') => (vw === 8 ? `let dk${x} = (kn * ${ks[x]}) >> 3u;` : `let dk${x} = kn * ${ks[x]};`);
+    fetch = [
+      'fast = VEC_A && VEC_B && m0 + BM <= p.M && n0 + BN <= p.N && kn + BK <= p.K;',
+      `if (fast) {\n  ${[dk('a'), dk('b'), ...fastFetch('a', transA), ...fastFetch('b', transB)].join('\n  ')}\n} else {\n  ${fetch.join('\n  ')}\n}`,
+    ];
+    stash = [`if (fast) {\n  ${[...fastStash('a', transA), ...fastStash('b', transB)].join('\n  ')}\n} else {\n  ${stash.join('\n  ')}\n}`];
+  }
+  if (t.cm) {
+    const cmDecl = (x: 'a' | 'b', trans: boolean) => blockCode(x, trans, (i) => `var c${x}_${i}: CmT;`).map((s) => s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
+    const cmFetch = (x: 'a' | 'b', trans: boolean) =>
+      blockCode(x, trans, (i, blk) => `c${x}_${i} = subgroupMatrixLoad<CmT, row_major>(&${x}h, cm_${x}(${bo[x]}, ${mn0[x]}, kn, ${blk}), p.ld${x});`);
+    const cmStash = (x: 'a' | 'b', trans: boolean) =>
+      blockCode(x, trans, (i, blk) => `subgroupMatrixStore<row_major>(&${x.toUpperCase()}s, cms_${x}(sb, ${blk}), c${x}_${i}, ${x.toUpperCase()}S_STRIDE);`);
+    regs = [...regs, ...cmDecl('a', transA), ...cmDecl('b', transB), 'var inb = false;'];
+    fetch = [
+      'inb = m0 + BM <= p.M && n0 + BN <= p.N && kn + BK <= p.K;',
+      `if (inb) {\n  ${[...cmFetch('a', transA), ...cmFetch('b', transB)].join('\n  ')}\n} else {\n  ${fetch.join('\n  ')}\n}`,
+    ];
+    stash = [`if (inb) {\n  ${[...cmStash('a', transA), ...cmStash('b', transB)].join('\n  ')}\n} else {\n  ${stash.join('\n  ')}\n}`];
+  }
+  const staging = { regs: regs.join('\n'), fetch0: fetch.join('\n'), stash0: stash.join('\n'), fetch: fetch.join('\n'), stash: stash.join('\n') };
+  if (t.ablate === 'nostage') Object.assign(staging, { fetch: '', stash: '' });
+  if (!unroll) {
+    const mma = `for (var kk = 0u; kk < BK; kk += SK) {
+      var lf: array<Lm, FM>;
       var rf: array<Rm, FN>;
       for (var i = 0u; i < FM; i++) { lf[i] = load_l(ab + a_off(wm0 + i * SM, kk)); }
       for (var j = 0u; j < FN; j++) { rf[j] = load_r(bb + b_off(kk, wn0 + j * SN)); }
@@ -160,7 +329,12 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean): 
         for (var j = 0u; j < FN; j++) {
           acc[i * FN + j] = subgroupMatrixMultiplyAccumulate(lf[i], rf[j], acc[i * FN + j]);
         }
-      }`,
+      }
+    }`;
+    return {
+      ...staging,
+      acc: 'var acc: array<Acc, FM * FN>;',
+      mma: t.ablate === 'nomma' ? '' : mma,
       direct: `for (var i = 0u; i < FM; i++) {
       for (var j = 0u; j < FN; j++) {
         let o = cb + (m0 + wm0 + i * SM) * p.N + n0 + wn0 + j * SN;
@@ -176,33 +350,40 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean): 
     }
   }`,
     };
-  const fm = t.bm / t.sgm / plan.frag.M;
-  const fn = t.bn / t.sgn / plan.frag.N;
+  }
+  const fm = t.bm / t.sgm / SM;
+  const fn = t.bn / t.sgn / SN;
   const I = [...Array(fm).keys()];
   const J = [...Array(fn).keys()];
   const IJ = I.flatMap((i) => J.map((j) => [i, j] as const));
+  const mma = ks.flatMap((k) => [
+    ...I.map((i) => `let l${k}_${i} = load_l(ab + a_off(wm0 + ${i * SM}u, ${k * SK}u));`),
+    ...J.map((j) => `let r${k}_${j} = load_r(bb + b_off(${k * SK}u, wn0 + ${j * SN}u));`),
+    ...IJ.map(([i, j]) => `acc_${i}_${j} = subgroupMatrixMultiplyAccumulate(l${k}_${i}, r${k}_${j}, acc_${i}_${j});`),
+  ]);
   return {
-    acc: IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n  '),
-    mma: [
-      ...I.map((i) => `let l_${i} = load_l(ab + a_off(wm0 + ${i}u * SM, kk));`),
-      ...J.map((j) => `let r_${j} = load_r(bb + b_off(kk, wn0 + ${j}u * SN));`),
-      ...IJ.map(([i, j]) => `acc_${i}_${j} = subgroupMatrixMultiplyAccumulate(l_${i}, r_${j}, acc_${i}_${j});`),
-    ].join('\n      '),
-    direct: IJ.map(
-      ([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i}u * SM) * p.N + n0 + wn0 + ${j}u * SN, acc_${i}_${j}, p.N);`,
-    ).join('\n    '),
+    ...staging,
+    acc: IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n'),
+    mma: t.ablate === 'nomma' ? '' : mma.join('\n'),
+    direct: IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i * SM}u) * p.N + n0 + wn0 + ${j * SN}u, acc_${i}_${j}, p.N);`).join('\n'),
     scratch: IJ.map(
       ([i, j]) =>
-        `subgroupMatrixStore<row_major>(&Cs, cs, acc_${i}_${j}, SN);\n  workgroupBarrier();\n` +
-        `  copy_out(${i}u, ${j}u, cs, lane, m0, n0, wm0, wn0, cb);\n  workgroupBarrier();`,
-    ).join('\n  '),
+        `subgroupMatrixStore<row_major>(&Cs, cs, acc_${i}_${j}, SN);\nworkgroupBarrier();\n` +
+        `copy_out(${i}u, ${j}u, cs, lane, m0, n0, wm0, wn0, cb);\nworkgroupBarrier();`,
+    ).join('\n'),
   };
 }
 
-/** The whole WGSL of a tensor-core kernel: the prelude and `shaders/matmul-tc.wgsl` with its matrix code. */
+/** The whole WGSL of a tensor-core kernel: the prelude and `shaders/matmul-tc.wgsl` with its generated code. */
 export function tcSource(plan: TensorCorePlan, t: TcTile, transA: boolean, transB: boolean, flags: TcFlags = NO_FLAGS, unroll = false): string {
-  const m = tcMatrixCode(t, plan, unroll);
-  const body = tcWgsl.replace(/^(\s*)\/\/@(acc|mma|direct|scratch)$/gm, (_, ind: string, k: 'acc' | 'mma' | 'direct' | 'scratch') => ind + m[k]);
+  const m = tcMatrixCode(t, plan, unroll, transA, transB);
+  const body = tcWgsl.replace(/^(\s*)\/\/@(\w+)$/gm, (_, ind: string, k: TcHook) => {
+    if (!(k in m)) throw new Error(`matmul-tc.wgsl: unknown hook //@${k}`);
+    return m[k]
+      .split('\n')
+      .map((l) => ind + l)
+      .join('\n');
+  });
   return tcPrelude(plan, t, transA, transB, flags) + body;
 }
 
@@ -230,6 +411,11 @@ export interface TcLaunch extends MatmulLaunch {
   hasBias: boolean;
   /** Force a tile (tests and benchmarks); default: `tcTuning`. */
   tile?: TcTile;
+}
+
+/** A tile's identity in kernel names and cache keys, e.g. `128x256x32-2x4-v2-b1-cm`. */
+export function tcTileKey(t: TcTile): string {
+  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
 }
 
 /** The tile `auto` runs for a product: the big one when the product has enough of them, else the small one,
@@ -290,7 +476,7 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
     ACCUM: l.accumulate,
     DIRECT: !l.hasBias && !l.accumulate && tcTuning.direct,
   };
-  const name = `matmul-tc-${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}${tcTuning.unroll ? '-u' : ''}`;
+  const name = `matmul-tc-${tcTileKey(t)}${tcTuning.unroll ? '-u' : ''}`;
   const key = `mmtc:${name}:${+l.transA}${+l.transB}:${l.biasDtype}:${Object.values(flags).map(Number).join('')}`;
   // subgroup-matrix pipelines are built only once their WGSL checked out (see kernel-cache.ts: under Dawn's
   // skip_validation a shader breaking a subgroup-matrix rule aborted the process at pipeline creation)
