@@ -5,8 +5,6 @@
 //   sa0..sa5, sb0..sb5 (element strides of a and b along those dims; 0 where broadcast).
 // Constants: OP (0 add, 1 sub, 2 mul, 3 div, 4 max, 5 min, 6 pow), RANK (dims in use, 1..6: the innermost).
 // Workgroup: 256 threads, one output element each.
-override OP: u32 = 0u;
-override RANK: u32 = 6u;
 
 fn powf(x: f32, e: f32) -> f32 {
   // NumPy semantics for real results: negative bases need an integral exponent (else NaN).

@@ -4,7 +4,6 @@
 // Entry point `arange` instead writes y[i] = start + i * step (f32 or i32 by the constant INT), with params
 // n, row, start, step passed as the raw bits of f32 or i32 values in `word`/`word2` (see the wrapper).
 // Workgroup: 256 threads, one word each.
-override INT: bool = false;
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) g: vec3u) {

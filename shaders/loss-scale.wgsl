@@ -5,8 +5,6 @@
 //   or NaN before scaling, a benign race of equal stores; a private dummy when CHECK is false).
 // Params: n, row (threads per grid row), mul. Constants: INVERT, CHECK. Workgroup: 256 threads, 4 elements each
 // (grid of ceil(n / 1024) workgroups).
-override INVERT: bool = false;
-override CHECK: bool = false;
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3u) {

@@ -6,7 +6,6 @@
 //   stepst: array<u32>  GPU step state [t, bc1 bits, bc2 bits, 0] advanced by optim-step.wgsl [0, 0, 0, 0]
 // Params used here: gmul (host-side gradient multiplier: -1 for maximize, accumulation factors).
 // Constants: STEP_BUF = true: step count / bias corrections come from `stepst`, else from params.
-override STEP_BUF: bool = false;
 
 fn grad_mult() -> f32 {
   return p.gmul * gscale[0];

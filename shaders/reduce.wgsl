@@ -7,9 +7,6 @@
 // Workgroup: WX x WY threads own WX outputs. Thread (lx, ly) reduces rows ly, ly + WY, ... of its chunk
 // (sums in blocks of 64 rows, then the block sums), then the WY partials meet in a tree in workgroup memory.
 // Deterministic: no atomics; the grouping does not depend on timing.
-override OP: u32 = 0u;
-override WX: u32 = 1u;
-override WY: u32 = 256u;
 
 var<workgroup> part: array<f32, 256>;
 

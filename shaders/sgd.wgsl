@@ -8,8 +8,6 @@
 // Params: n, row, lr, wd, gmul, momentum, omd (= 1 - dampening), first (1 on the first step), aux (multi only).
 //   With STEP_BUF the first step is stepst[0] == 1 instead of `first`.
 // Constants: HAS_MOMENTUM, NESTEROV. Workgroup: 256 threads, one element per thread (entry point `main`).
-override HAS_MOMENTUM: bool = false;
-override NESTEROV: bool = false;
 
 fn opt_info() -> vec4f {
   var first = p.first != 0u;

@@ -6,7 +6,6 @@
 // Constants: PER (vec4s per thread: workgroup w copies vec4s [w * 256 * PER, (w + 1) * 256 * PER), thread l
 //   those at l, l + 256, ...: coalesced, PER loads in flight per thread).
 // Workgroup: 256 threads.
-override PER: u32 = 1u;
 @group(0) @binding(1) var<storage, read> x4: array<vec4u>;
 @group(0) @binding(2) var<storage, read_write> y4: array<vec4u>;
 

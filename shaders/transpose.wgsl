@@ -7,7 +7,6 @@
 // Prepended by the wrapper from the format table (kernel.ts `wgslPacker('y', dtype)`): PW_y (output elements
 //   per word) and pack_y (PW_y f32 values -> one word). One thread per output word.
 // Workgroup: 256 threads.
-override RANK: u32 = 6u;
 
 fn src_index(i: u32) -> u32 {
   var r = i;

@@ -3,7 +3,6 @@
 // Params: n (elements), row (threads per grid row: i = gid.x + gid.y * row), alpha (scalar of scale/addScalar).
 // Constants: OP (op code, see the switch below; the TypeScript wrapper `UNARY_OPS` holds the same table).
 // Workgroup: 256 threads, one element each.
-override OP: u32 = 0u;
 
 const SQRT_2_OVER_PI: f32 = 0.7978845608028654;
 

@@ -19,8 +19,10 @@ export type ParamSpec = `${'u32' | 'i32' | 'f32'}:${string}`;
 
 /**
  * A compute kernel. `code` is the WGSL body (entry points, helpers); the context prepends the uniform struct
- * `P` bound as `p` at binding 0 (when `params` is non-empty), the storage bindings at 1.., and
- * `override` constants named in `constants` are part of the pipeline cache key.
+ * `P` bound as `p` at binding 0 (when `params` is non-empty), the storage bindings at 1.., and a `const`
+ * declaration for each entry of `consts`: the way to specialise a shader (workgroup sizes, unroll counts,
+ * array lengths, op codes, feature flags), since WGSL constants can size private arrays and be folded, which
+ * pipeline overrides cannot do everywhere.
  */
 export interface KernelDef {
   name: string;
@@ -28,7 +30,12 @@ export interface KernelDef {
   bindings: readonly BindingSpec[];
   params?: readonly ParamSpec[];
   entryPoint?: string;
-  /** Pipeline-overridable constants (WGSL `override` declarations in `code`). */
+  /** Specialisation constants, declared before `code` by {@link constPrelude} (`true` -> `const X: bool = true;`,
+   *  integers >= 0 -> u32, negative integers -> i32, other numbers -> f32: a float that may be integral, like
+   *  a scale, belongs in `params`). */
+  consts?: Readonly<Record<string, number | boolean>>;
+  /** Values for WGSL `override` declarations in `code` (pipeline constants). Kernels in matmul.ts and ops/quant
+   *  still use these; new kernels use `consts`. */
   constants?: Readonly<Record<string, number>>;
   /** WGSL `enable` directives this kernel needs, e.g. `f16`, `subgroups`. */
   enables?: readonly string[];
@@ -56,7 +63,21 @@ export function wgslPacker(name: string, dtype: DType): string {
   );
 }
 
-/** The full WGSL module text of a kernel: enables, uniform struct, bindings, readers, then the body. */
+/** WGSL `const` declarations for specialisation constants: the one generator behind `KernelDef.consts` (and the
+ *  LLM kernels' `vecPrelude`). */
+export function constPrelude(consts: Readonly<Record<string, number | boolean>>): string {
+  let out = '';
+  for (const [k, v] of Object.entries(consts)) {
+    if (typeof v === 'boolean') out += `const ${k}: bool = ${v};\n`;
+    else if (!Number.isFinite(v)) throw new ShapeError(`kernel constant ${k} = ${v} is not finite`);
+    else if (Number.isInteger(v) && v >= 0 && v < 2 ** 32) out += `const ${k}: u32 = ${v}u;\n`;
+    else if (Number.isInteger(v) && v >= -(2 ** 31)) out += `const ${k}: i32 = ${v}i;\n`;
+    else out += `const ${k}: f32 = ${v.toPrecision(9)};\n`;
+  }
+  return out;
+}
+
+/** The full WGSL module text of a kernel: enables, uniform struct, bindings, readers, constants, then the body. */
 export function kernelSource(def: KernelDef): string {
   const lines: string[] = [];
   for (const e of def.enables ?? []) lines.push(`enable ${e};`);
@@ -86,6 +107,7 @@ export function kernelSource(def: KernelDef): string {
       lines.push(`@group(0) @binding(${i + 1}) var<storage, read_write> ${b.name}: array<${elem}>;`);
     }
   });
+  if (def.consts) lines.push(constPrelude(def.consts));
   lines.push(def.code);
   return lines.join('\n');
 }
@@ -105,10 +127,10 @@ export function codeHash(code: string): string {
 }
 
 /** Everything of a kernel's identity but its code: name, entry point, binding dtypes (16-bit readers
- *  differ), params, constants and enables. The context's cache tells kernels with the same base key apart by
+ *  differ), params, consts, constants and enables. The context's cache tells kernels with the same base key apart by
  *  comparing their code text. */
 export function kernelBaseKey(def: KernelDef): string {
-  const c = def.constants ? JSON.stringify(def.constants) : '';
+  const c = (def.constants ? JSON.stringify(def.constants) : '') + (def.consts ? JSON.stringify(def.consts) : '');
   const b = def.bindings.map((x) => `${x.access[0]}${x.dtype}${x.atomic ? 'a' : ''}`).join(',');
   return `${def.name}|${def.entryPoint ?? 'main'}|${b}|${(def.params ?? []).join(',')}|${c}|${(def.enables ?? []).join(',')}`;
 }

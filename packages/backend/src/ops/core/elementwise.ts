@@ -67,7 +67,7 @@ export function unary(ctx: Context, op: UnaryOp, x: DeviceTensor, scalar = 0, op
       { name: 'y', access: 'rw', dtype: 'f32' },
     ],
     params: ['u32:n', 'u32:row', 'f32:alpha'],
-    constants: { OP: code },
+    consts: { OP: code },
   }));
   const { wg, row } = grid1d(n, 256);
   ctx.dispatch(k, [x.buffer, y.buffer], n ? wg : 0, [n, row, scalar]);
@@ -136,7 +136,7 @@ export function binary(ctx: Context, op: BinaryOp, a: DeviceTensor, b: DeviceTen
       { name: 'y', access: 'rw', dtype: 'f32' },
     ],
     params: BINARY_PARAMS,
-    constants: { OP: code, RANK: rank },
+    consts: { OP: code, RANK: rank },
   }));
   const { wg, row } = grid1d(n, 256);
   ctx.dispatch(k, [a.buffer, b.buffer, y.buffer], n ? wg : 0, [n, row, ...pr.dims, ...pr.strides[0]!, ...pr.strides[1]!]);
@@ -187,7 +187,7 @@ function fillKernel(ctx: Context, entry: 'main' | 'arange', int: boolean) {
     entryPoint: entry,
     bindings: [{ name: 'y', access: 'rw', dtype: 'u32' }],
     params: ['u32:n', 'u32:row', 'u32:word', 'u32:word2'],
-    constants: { INT: int ? 1 : 0 },
+    consts: { INT: int },
   }));
 }
 

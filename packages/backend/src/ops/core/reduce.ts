@@ -86,7 +86,7 @@ function pass(
       { name: 'y', access: 'rw', dtype: 'f32' },
     ],
     params: ['u32:outer', 'u32:R', 'u32:inner', 'u32:S', 'u32:chunk', 'u32:nx', 'u32:row', 'f32:scale'],
-    constants: { OP: op, WX: wx, WY: 256 / wx },
+    consts: { OP: op, WX: wx, WY: 256 / wx },
   }));
   const nx = Math.ceil(inner / wx);
   const { wg, row } = grid1d(nx * outer * S, 1);

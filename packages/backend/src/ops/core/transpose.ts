@@ -84,7 +84,7 @@ export function stridedCopy(
       { name: 'y', access: 'rw', dtype: 'u32' },
     ],
     params: GATHER_PARAMS,
-    constants: { RANK: d.length },
+    consts: { RANK: d.length },
   }));
   const { wg, row } = grid1d(Math.ceil(n / formatOf(dtype).perWord), 256);
   ctx.dispatch(k, [x.buffer, y.buffer], wg, [n, row, offset, ...pr.dims, ...pr.strides[0]!]);
@@ -154,7 +154,7 @@ export function copy(ctx: Context, x: DeviceTensor, opts: { out?: DeviceTensor; 
       { name: 'y', access: 'rw', dtype: 'u32' },
     ],
     params: ['u32:n4', 'u32:row'],
-    constants: { PER: per },
+    consts: { PER: per },
   }));
   const { wg, row } = grid1d(Math.ceil(n4 / per), 256);
   ctx.dispatch(k, [x.buffer, y.buffer], wg, [n4, row / 256]);

@@ -7,7 +7,7 @@ import { fmtShape as fmt } from '../../checks';
 import { ShapeError } from '../../errors';
 import { formatOf } from '../../format';
 import { cachedKernel } from '../../kernel-cache';
-import type { KernelDef } from '../../kernel';
+import { constPrelude, type KernelDef } from '../../kernel';
 import { numel, type DeviceTensor } from '../../tensor';
 
 // Argument checks and the workgroup grid are the backend's shared ones (checks.ts, grid.ts), under the names
@@ -59,10 +59,7 @@ export function vecPrelude(
   reads: readonly (readonly [string, DType | 'rw'])[],
   writes: readonly string[],
 ): string {
-  const out: string[] = [];
-  for (const [k, v] of Object.entries(consts))
-    out.push(typeof v === 'boolean' ? `const ${k}: bool = ${v};` : `const ${k}: u32 = ${v}u;`);
-  out.push(`const VEC: u32 = ${vec}u;`);
+  const out: string[] = [constPrelude({ ...consts, VEC: vec })];
   if (vec === 1) {
     out.push('alias V = f32;');
     out.push('fn hsum(v: V) -> f32 { return v; }');

@@ -113,7 +113,7 @@ function kernelFor(ctx: Context, gradDtype: DeviceTensor['dtype'], c: GpuStepCon
       entryPoint: multi ? 'multi' : 'main',
       bindings,
       params: PARAMS,
-      constants: { STEP_BUF: c.stepState ? 1 : 0 },
+      consts: { STEP_BUF: !!c.stepState },
     };
   });
 }

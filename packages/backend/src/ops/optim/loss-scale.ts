@@ -40,7 +40,7 @@ function scaleDispatch(
         ...(check ? [{ name: 'found', access: 'rw' as const, dtype: 'u32' as const }] : []),
       ],
       params: ['u32:n', 'u32:row', 'f32:mul'],
-      constants: { INVERT: onGpu && invert ? 1 : 0, CHECK: check ? 1 : 0 },
+      consts: { INVERT: onGpu && invert, CHECK: check },
     };
   });
   const n = numel(x.shape);

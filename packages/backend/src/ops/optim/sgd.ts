@@ -104,7 +104,7 @@ function kernelFor(ctx: Context, gradDtype: DeviceTensor['dtype'], c: GpuStepCon
       entryPoint: multi ? 'multi' : 'main',
       bindings,
       params: PARAMS,
-      constants: { STEP_BUF: c.stepState ? 1 : 0, HAS_MOMENTUM: hasMom ? 1 : 0, NESTEROV: nesterov ? 1 : 0 },
+      consts: { STEP_BUF: !!c.stepState, HAS_MOMENTUM: hasMom, NESTEROV: nesterov },
     };
   });
 }
