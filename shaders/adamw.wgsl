@@ -9,7 +9,7 @@
 // Params: n (elements), row (threads per grid row), lr, wd, gmul, beta1, beta2, omb1 (= 1-beta1 rounded from
 //   f64), omb2 (= 1-beta2), eps, inv_bc1 (1/bc1), inv_sqrt_bc2 (1/sqrt(bc2)), aux (multi: table word of chunk 0).
 //   With STEP_BUF the bias corrections come from stepst[1], stepst[2] instead of inv_bc1, inv_sqrt_bc2.
-// Workgroup: 256 threads, one element per thread (entry point `main`).
+// Entry points: `main` (one tensor) in optim-common.wgsl, `multi` in optim-multi.wgsl.
 
 fn opt_info() -> vec4f {
   if (STEP_BUF) {
@@ -34,15 +34,4 @@ fn opt_apply(i: u32, s: vec4f, lr: f32, wd: f32, gs: f32, info: vec4f) {
   m[i] = mn;
   v[i] = vn;
   param[i] = x - (lr * info.x) * mn / (sqrt(vn) * info.y + p.eps);
-}
-
-fn opt_update(i: u32, lr: f32, wd: f32, gs: f32, info: vec4f) {
-  opt_apply(i, opt_load(i), lr, wd, gs, info);
-}
-
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3u) {
-  let i = gid.x + gid.y * p.row;
-  if (i >= p.n || skipped()) { return; }
-  opt_update(i, p.lr, p.wd, grad_mult(), opt_info());
 }

@@ -1,6 +1,7 @@
 // optim-multi: multi-tensor driver appended after an optimizer shader (adamw.wgsl or sgd.wgsl, which define
-// opt_info, opt_load, opt_apply and opt_update); entry point `multi`. All tensors live in one flat arena per
-// role (param, grad, moments) and a segment table says where each tensor is and what its hyper-parameters are.
+// opt_info, opt_load and opt_apply; opt_update is optim-common.wgsl's); entry point `multi`. All tensors live in
+// one flat arena per role (param, grad, moments) and a segment table says where each tensor is and what its
+// hyper-parameters are.
 // Binding `table` (read u32): words [2s, 2s+1] = segment s's lr and weight decay as f32 bits; from word
 //   p.aux on, chunks of 3 words: (first element, length <= 4096, segment index), each chunk inside one segment.
 // One 256-thread workgroup per chunk, workgroup index wid.x + wid.y * p.row; p.n = number of chunks;

@@ -7,7 +7,8 @@
 //   and for the multi-tensor entry point (optim-multi.wgsl, appended) `table`.
 // Params: n, row, lr, wd, gmul, momentum, omd (= 1 - dampening), first (1 on the first step), aux (multi only).
 //   With STEP_BUF the first step is stepst[0] == 1 instead of `first`.
-// Constants: HAS_MOMENTUM, NESTEROV. Workgroup: 256 threads, one element per thread (entry point `main`).
+// Constants: HAS_MOMENTUM, NESTEROV.
+// Entry points: `main` (one tensor) in optim-common.wgsl, `multi` in optim-multi.wgsl.
 
 fn opt_info() -> vec4f {
   var first = p.first != 0u;
@@ -33,15 +34,4 @@ fn opt_apply(i: u32, s: vec4f, lr: f32, wd: f32, gs: f32, info: vec4f) {
     if (NESTEROV) { d = d + p.momentum * b; } else { d = b; }
   }
   param[i] = x - lr * d;
-}
-
-fn opt_update(i: u32, lr: f32, wd: f32, gs: f32, info: vec4f) {
-  opt_apply(i, opt_load(i), lr, wd, gs, info);
-}
-
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3u) {
-  let i = gid.x + gid.y * p.row;
-  if (i >= p.n || skipped()) { return; }
-  opt_update(i, p.lr, p.wd, grad_mult(), opt_info());
 }

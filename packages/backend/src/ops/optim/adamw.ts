@@ -1,25 +1,19 @@
 import adamwWgsl from '../../../../../shaders/adamw.wgsl';
-import multiWgsl from '../../../../../shaders/optim-multi.wgsl';
-import type { GpuBuffer } from '../../buffer-pool';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
-import { grid1d } from '../../grid';
-import type { BindingSpec } from '../../kernel';
 import { numel, type DeviceTensor } from '../../tensor';
 import {
   assertBindable,
   assertDistinct,
   assertF32,
   assertFloat,
-  cachedKernel,
   checkControls,
-  commonWgsl,
   controlBuffers,
-  controlInputs,
-  controlKey,
+  dispatchOptim,
   fmtShape,
-  optionalInputs,
+  optimKernel,
   type GpuStepControls,
+  type OptimShader,
 } from './common';
 import { checkBeta } from './step';
 import type { SegmentTable } from './table';
@@ -95,27 +89,8 @@ function checkTensors(
     if (t) assertDistinct(op, [['param', param], ['m', m], ['v', v], [n, t]]);
 }
 
-function kernelFor(ctx: Context, gradDtype: DeviceTensor['dtype'], c: GpuStepControls, multi: boolean) {
-  const key = `adamw:${multi ? 'multi' : 'one'}:${gradDtype}:${controlKey(c)}`;
-  return cachedKernel(ctx, key, () => {
-    const opt = optionalInputs(controlInputs(c));
-    const bindings: BindingSpec[] = [
-      { name: 'param', access: 'rw', dtype: 'f32' },
-      { name: 'm', access: 'rw', dtype: 'f32' },
-      { name: 'v', access: 'rw', dtype: 'f32' },
-      { name: 'g', access: 'read', dtype: gradDtype },
-      ...opt.bindings,
-    ];
-    if (multi) bindings.push({ name: 'table', access: 'read', dtype: 'u32' });
-    return {
-      name: `adamw-${multi ? 'multi' : 'one'}-${controlKey(c)}`,
-      code: opt.prefix + commonWgsl + adamwWgsl + (multi ? multiWgsl : ''),
-      entryPoint: multi ? 'multi' : 'main',
-      bindings,
-      params: PARAMS,
-      consts: { STEP_BUF: !!c.stepState },
-    };
-  });
+function shader(): OptimShader {
+  return { name: 'adamw', code: adamwWgsl, state: ['m', 'v'], params: PARAMS, consts: {} };
 }
 
 /**
@@ -143,11 +118,9 @@ export function adamwStep(
   const wd = opts.weightDecay ?? 0.01;
   if (!Number.isFinite(opts.lr) || !Number.isFinite(wd))
     throw new ConfigError(`${op}: lr and weightDecay must be finite, got ${opts.lr} and ${wd}`);
-  const n = numel(param.shape);
-  const k = kernelFor(ctx, grad.dtype, opts, false);
-  const { wg, row } = grid1d(n, 256);
-  const bufs: GpuBuffer[] = [param.buffer, m.buffer, v.buffer, grad.buffer, ...controlBuffers(opts)];
-  ctx.dispatch(k, bufs, n ? wg : 0, [n, row, opts.lr, wd, gmul, h.b1, h.b2, 1 - h.b1, 1 - h.b2, h.eps, h.ib1, h.isb2, 0]);
+  const k = optimKernel(ctx, shader(), grad.dtype, opts, false);
+  const bufs = [param.buffer, m.buffer, v.buffer, grad.buffer, ...controlBuffers(opts)];
+  dispatchOptim(ctx, k, bufs, numel(param.shape), opts.lr, wd, gmul, [h.b1, h.b2, 1 - h.b1, 1 - h.b2, h.eps, h.ib1, h.isb2]);
 }
 
 /**
@@ -175,22 +148,7 @@ export function adamwStepMulti(
   const h = hyper(opts, opts, op);
   const lrScale = opts.lrScale ?? 1;
   if (!Number.isFinite(lrScale)) throw new ConfigError(`${op}: lrScale must be finite, got ${lrScale}`);
-  const k = kernelFor(ctx, grad.dtype, opts, true);
-  const { wg, row } = grid1d(table.chunks, 1);
-  const bufs: GpuBuffer[] = [param.buffer, m.buffer, v.buffer, grad.buffer, ...controlBuffers(opts), table.buffer];
-  ctx.dispatch(k, bufs, table.chunks ? wg : 0, [
-    table.chunks,
-    row,
-    lrScale,
-    0,
-    gmul,
-    h.b1,
-    h.b2,
-    1 - h.b1,
-    1 - h.b2,
-    h.eps,
-    h.ib1,
-    h.isb2,
-    2 * table.segments,
-  ]);
+  const k = optimKernel(ctx, shader(), grad.dtype, opts, true);
+  const bufs = [param.buffer, m.buffer, v.buffer, grad.buffer, ...controlBuffers(opts)];
+  dispatchOptim(ctx, k, bufs, table, lrScale, 0, gmul, [h.b1, h.b2, 1 - h.b1, 1 - h.b2, h.eps, h.ib1, h.isb2]);
 }

@@ -1,14 +1,16 @@
 import commonWgslSrc from '../../../../../shaders/optim-common.wgsl';
 import { cachedKernel as sharedCachedKernel } from '../../kernel-cache';
 import fillWgsl from '../../../../../shaders/optim-fill.wgsl';
+import multiWgsl from '../../../../../shaders/optim-multi.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context, Kernel } from '../../context';
 import * as checks from '../../checks';
 import { fmtShape } from '../../checks';
 import { ConfigError, ShapeError } from '../../errors';
 import { grid1d } from '../../grid';
-import type { BindingSpec, KernelDef } from '../../kernel';
+import type { BindingSpec, KernelDef, ParamSpec } from '../../kernel';
 import { numel, type DeviceTensor } from '../../tensor';
+import type { SegmentTable } from './table';
 
 /** Inputs that let a training loop clip, unscale and skip optimizer steps without reading anything back. */
 export interface GpuStepControls {
@@ -137,8 +139,67 @@ export function controlKey(o: GpuStepControls): string {
   return `${o.gradScale ? 'S' : '-'}${o.skip ? 'K' : '-'}${o.stepState ? 'T' : '-'}`;
 }
 
-/** WGSL helpers shared by the optimizer kernels. */
-export const commonWgsl: string = commonWgslSrc;
+/** What sets an optimizer kernel apart: its shader (defining opt_info, opt_load, opt_apply), its state
+ *  bindings (rw f32, after `param`), params (`n`, `row`, `lr`, `wd`, `gmul` first, `aux` last) and consts. */
+export interface OptimShader {
+  name: string;
+  code: string;
+  state: readonly string[];
+  params: readonly ParamSpec[];
+  consts: Readonly<Record<string, boolean>>;
+  /** WGSL in front of everything (declarations the shader needs when a binding is absent). */
+  prefix?: string;
+}
+
+/**
+ * The kernel of an optimizer shader for one gradient dtype and set of controls: per tensor (entry point `main`
+ * of optim-common.wgsl) or over segment-table arenas (`multi`, optim-multi.wgsl). Bindings: param, the state,
+ * g, the present controls (see {@link controlInputs}), then the table (multi).
+ */
+export function optimKernel(ctx: Context, sh: OptimShader, gradDtype: DeviceTensor['dtype'], c: GpuStepControls, multi: boolean): Kernel {
+  const mode = multi ? 'multi' : 'one';
+  const key = `${sh.name}:${mode}:${gradDtype}:${controlKey(c)}:${JSON.stringify(sh.consts)}`;
+  return cachedKernel(ctx, key, () => {
+    const opt = optionalInputs(controlInputs(c));
+    const bindings: BindingSpec[] = [
+      { name: 'param', access: 'rw', dtype: 'f32' },
+      ...sh.state.map((name) => ({ name, access: 'rw' as const, dtype: 'f32' as const })),
+      { name: 'g', access: 'read', dtype: gradDtype },
+      ...opt.bindings,
+    ];
+    if (multi) bindings.push({ name: 'table', access: 'read', dtype: 'u32' });
+    return {
+      name: `${sh.name}-${mode}-${controlKey(c)}`,
+      code: opt.prefix + (sh.prefix ?? '') + commonWgslSrc + sh.code + (multi ? multiWgsl : ''),
+      entryPoint: multi ? 'multi' : 'main',
+      bindings,
+      params: sh.params,
+      consts: { STEP_BUF: !!c.stepState, ...sh.consts },
+    };
+  });
+}
+
+/**
+ * Dispatch an optimizer kernel from {@link optimKernel} over `n` elements of one tensor (256 threads a group)
+ * or over a segment table (one workgroup a chunk; `lr` is then the table's lr scale and the table is bound
+ * last). `params` fill the kernel's params between `gmul` and `aux`.
+ */
+export function dispatchOptim(
+  ctx: Context,
+  k: Kernel,
+  bufs: GpuBuffer[],
+  over: number | SegmentTable,
+  lr: number,
+  wd: number,
+  gmul: number,
+  params: readonly number[],
+): void {
+  const table = typeof over === 'number' ? null : over;
+  const n = table ? table.chunks : (over as number);
+  const { wg, row } = grid1d(n, table ? 1 : 256);
+  if (table) bufs.push(table.buffer);
+  ctx.dispatch(k, bufs, n ? wg : 0, [n, row, lr, table ? 0 : wd, gmul, ...params, table ? 2 * table.segments : 0]);
+}
 
 /** Fill `n` 32-bit words of a buffer with `value` (bits) on the GPU: ordered with other dispatches, no flush. */
 export function fillWords(ctx: Context, buf: GpuBuffer, n: number, value: number): void {

@@ -1,25 +1,19 @@
-import multiWgsl from '../../../../../shaders/optim-multi.wgsl';
 import sgdWgsl from '../../../../../shaders/sgd.wgsl';
-import type { GpuBuffer } from '../../buffer-pool';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
-import { grid1d } from '../../grid';
-import type { BindingSpec } from '../../kernel';
 import { numel, type DeviceTensor } from '../../tensor';
 import {
   assertBindable,
   assertDistinct,
   assertF32,
   assertFloat,
-  cachedKernel,
   checkControls,
-  commonWgsl,
   controlBuffers,
-  controlInputs,
-  controlKey,
+  dispatchOptim,
   fmtShape,
-  optionalInputs,
+  optimKernel,
   type GpuStepControls,
+  type OptimShader,
 } from './common';
 import { checkBeta } from './step';
 import type { SegmentTable } from './table';
@@ -89,24 +83,15 @@ function checkTensors(
     if (t) assertDistinct(op, [['param', param], ['momentumBuffer', buf ?? undefined], [n, t]]);
 }
 
-function kernelFor(ctx: Context, gradDtype: DeviceTensor['dtype'], c: GpuStepControls, hasMom: boolean, nesterov: boolean, multi: boolean) {
-  const key = `sgd:${multi ? 'multi' : 'one'}:${gradDtype}:${controlKey(c)}:${hasMom}:${nesterov}`;
-  return cachedKernel(ctx, key, () => {
-    const opt = optionalInputs(controlInputs(c));
-    const bindings: BindingSpec[] = [{ name: 'param', access: 'rw', dtype: 'f32' }];
-    if (hasMom) bindings.push({ name: 'mom', access: 'rw', dtype: 'f32' });
-    bindings.push({ name: 'g', access: 'read', dtype: gradDtype }, ...opt.bindings);
-    if (multi) bindings.push({ name: 'table', access: 'read', dtype: 'u32' });
-    const momDecl = hasMom ? '' : 'var<private> mom: array<f32, 1>;\n';
-    return {
-      name: `sgd-${multi ? 'multi' : 'one'}-${controlKey(c)}${hasMom ? '-mom' : ''}`,
-      code: opt.prefix + momDecl + commonWgsl + sgdWgsl + (multi ? multiWgsl : ''),
-      entryPoint: multi ? 'multi' : 'main',
-      bindings,
-      params: PARAMS,
-      consts: { STEP_BUF: !!c.stepState, HAS_MOMENTUM: hasMom, NESTEROV: nesterov },
-    };
-  });
+function shader(hasMom: boolean, nesterov: boolean): OptimShader {
+  return {
+    name: 'sgd',
+    code: sgdWgsl,
+    state: hasMom ? ['mom'] : [],
+    params: PARAMS,
+    consts: { HAS_MOMENTUM: hasMom, NESTEROV: nesterov },
+    prefix: hasMom ? '' : 'var<private> mom: array<f32, 1>;\n',
+  };
 }
 
 /**
@@ -133,14 +118,9 @@ export function sgdStep(
   const wd = opts.weightDecay ?? 0;
   if (!Number.isFinite(opts.lr) || !Number.isFinite(wd))
     throw new ConfigError(`${op}: lr and weightDecay must be finite, got ${opts.lr} and ${wd}`);
-  const hasMom = h.mom > 0;
-  const n = numel(param.shape);
-  const k = kernelFor(ctx, grad.dtype, opts, hasMom, h.nesterov, false);
-  const { wg, row } = grid1d(n, 256);
-  const bufs: GpuBuffer[] = [param.buffer];
-  if (hasMom) bufs.push(momentumBuffer!.buffer);
-  bufs.push(grad.buffer, ...controlBuffers(opts));
-  ctx.dispatch(k, bufs, n ? wg : 0, [n, row, opts.lr, wd, gmul, h.mom, 1 - h.damp, opts.step === 1 ? 1 : 0, 0]);
+  const k = optimKernel(ctx, shader(h.mom > 0, h.nesterov), grad.dtype, opts, false);
+  const bufs = [param.buffer, ...(h.mom > 0 ? [momentumBuffer!.buffer] : []), grad.buffer, ...controlBuffers(opts)];
+  dispatchOptim(ctx, k, bufs, numel(param.shape), opts.lr, wd, gmul, [h.mom, 1 - h.damp, opts.step === 1 ? 1 : 0]);
 }
 
 /**
@@ -165,21 +145,7 @@ export function sgdStepMulti(
   const h = hyper(opts, op, !!momentumBuffer);
   const lrScale = opts.lrScale ?? 1;
   if (!Number.isFinite(lrScale)) throw new ConfigError(`${op}: lrScale must be finite, got ${lrScale}`);
-  const hasMom = h.mom > 0;
-  const k = kernelFor(ctx, grad.dtype, opts, hasMom, h.nesterov, true);
-  const { wg, row } = grid1d(table.chunks, 1);
-  const bufs: GpuBuffer[] = [param.buffer];
-  if (hasMom) bufs.push(momentumBuffer!.buffer);
-  bufs.push(grad.buffer, ...controlBuffers(opts), table.buffer);
-  ctx.dispatch(k, bufs, table.chunks ? wg : 0, [
-    table.chunks,
-    row,
-    lrScale,
-    0,
-    gmul,
-    h.mom,
-    1 - h.damp,
-    opts.step === 1 ? 1 : 0,
-    2 * table.segments,
-  ]);
+  const k = optimKernel(ctx, shader(h.mom > 0, h.nesterov), grad.dtype, opts, true);
+  const bufs = [param.buffer, ...(h.mom > 0 ? [momentumBuffer!.buffer] : []), grad.buffer, ...controlBuffers(opts)];
+  dispatchOptim(ctx, k, bufs, table, lrScale, 0, gmul, [h.mom, 1 - h.damp, opts.step === 1 ? 1 : 0]);
 }
