@@ -1,4 +1,5 @@
-// lowrank-outer-finish: C = alpha * sum_s part[s] (+ C when acc == 1), stored [Q, R] (ct == 0: dB) or transposed
+// lowrank-outer-finish: C = alpha * sum_s part[s] (+ C when acc == 1) for lowrank-outer and lowrank-rows (chunk sums
+// [S, Q, R]), stored [Q, R] (ct == 0: dB, x A^T, dY B) or transposed
 // [R, Q] (ct == 1: dA from dA^T). One thread per output element, the chunks summed in order (deterministic).
 // Bindings: part (read f32, [S, Q, R] from lowrank-outer), c (rw f32). Params: Q, S, ct, acc, row (threads per
 // grid row), alpha. Constant R (prepended: `const R`). Workgroup 256.

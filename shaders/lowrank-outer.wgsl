@@ -4,7 +4,8 @@
 // Bindings: y (read, [T, Q], any float dtype via read_y), z (read, [T, R], any float dtype), part (rw f32,
 // [S, Q, R]: chunk s's sums).
 // Params: T, Q, chunk (rows of t per chunk), nq (workgroups along q), row (workgroups per grid row).
-// Constant R (prepended: `const R`). Workgroup 256: thread i owns column q = qblock * 256 + i and R sums over the
+// Constant R (prepended: `const R`); the //@ lines are straight-line code the wrapper writes for R (//@decl the R
+// accumulators a_j, //@fma their updates from one Y value, //@store their writes). Workgroup 256: thread i owns column q = qblock * 256 + i and R sums over the
 // chunk's rows; the chunk's Z rows are staged in workgroup memory 64 at a time. Deterministic, no atomics.
 const TQ: u32 = 256u;
 const TS: u32 = 64u;
@@ -19,8 +20,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let q = qb * TQ + lid;
   let t0 = s * p.chunk;
   let t1 = min(t0 + p.chunk, p.T);
-  var acc: array<f32, R>;
-  for (var j = 0u; j < R; j++) { acc[j] = 0.0; }
+  //@decl
   for (var tb = t0; tb < t1; tb += TS) {
     let n = min(TS, t1 - tb);
     for (var e = lid; e < TS * R; e += 256u) {
@@ -32,13 +32,14 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     if (q < p.Q) {
       for (var i = 0u; i < n; i++) {
         let yv = read_y((tb + i) * p.Q + q);
-        for (var j = 0u; j < R; j++) { acc[j] += yv * zs[i * R + j]; }
+        let zo = i * R;
+        //@fma
       }
     }
     workgroupBarrier();
   }
   if (q < p.Q) {
     let o = (s * p.Q + q) * R;
-    for (var j = 0u; j < R; j++) { part[o + j] = acc[j]; }
+    //@store
   }
 }

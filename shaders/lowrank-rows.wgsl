@@ -1,46 +1,59 @@
-// lowrank-rows: C[t, j] = alpha * sum_k X[t, k] * W(j, k) (+ C[t, j] when acc == 1), for a small R (the LoRA
-// products x A^T and dY B: [tokens, K] times a rank-R factor). Bandwidth-bound on X, which is read once.
+// lowrank-rows: partial sums of C[t, j] = sum_k X[t, k] * W(j, k) over chunks of K, for a small R (the LoRA
+// products x A^T and dY B: [tokens, K] times a rank-R factor); lowrank-outer-finish adds the chunks (alpha,
+// accumulate). Bandwidth-bound on X, which is read once; W is read once per 64-row block.
 // Bindings: x (read, [T, K], any float dtype via read_x), w (read, any float dtype: wt == 0 stores W as [R, K]
-// (element j * K + k, LoRA's A), wt == 1 as [K, R] (element k * R + j, LoRA's B)), c (rw f32, [T, R]).
-// Params: T, K, wt, acc, row (workgroups per grid row), alpha. Constant R (prepended by the wrapper: `const R`).
-// Workgroup 256 = 8 rows x 32 lanes: lane l of a row sums k = l, l + 32, ... into R accumulators (coalesced reads of
-// the row), then the 32 lanes meet in a tree in workgroup memory, one j at a time. Deterministic, no atomics.
-const ROWS: u32 = 8u;
-const LANES: u32 = 32u;
+// (element j * K + k, LoRA's A), wt == 1 as [K, R] (element k * R + j, LoRA's B)), part (rw f32, [S, T, R]).
+// Params: T, K, wt, kchunk (K per chunk, a multiple of 32), nt (64-row blocks), row (workgroups per grid row).
+// Constant R (prepended by the wrapper: `const R`). The //@ lines are straight-line code the wrapper writes for R:
+// //@decl the RG = ceil(R / 4) accumulators a_i of a thread (columns cg + 4 i), //@fma their updates from one X
+// value, //@store their writes (unrolled: an indexed private array measured several times slower on an H200).
+// Workgroup 256 = 64 rows x 4 column groups; per 32-wide K step the X tile [64 x 32] and the W tile [32 x R] are
+// staged in workgroup memory (rows padded to 33 against bank conflicts; 8.4 KB + 8.4 KB at R = 64). Deterministic.
+const TM: u32 = 64u;
+const TK: u32 = 32u;
 
-var<workgroup> part: array<f32, 256>;
+var<workgroup> xs: array<f32, TM * (TK + 1u)>;
+var<workgroup> ws: array<f32, R * (TK + 1u)>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
-  let rloc = lid / LANES;
-  let lane = lid % LANES;
-  let t = (wg.x + wg.y * p.row) * ROWS + rloc;
-  let live = t < p.T;
-  var acc: array<f32, R>;
-  for (var j = 0u; j < R; j++) { acc[j] = 0.0; }
-  if (live) {
-    let base = t * p.K;
-    for (var k = lane; k < p.K; k += LANES) {
-      let xv = read_x(base + k);
-      if (p.wt == 0u) {
-        for (var j = 0u; j < R; j++) { acc[j] += xv * read_w(j * p.K + k); }
-      } else {
-        for (var j = 0u; j < R; j++) { acc[j] += xv * read_w(k * R + j); }
+  let wid = wg.x + wg.y * p.row;
+  let tb = wid % p.nt;
+  let s = wid / p.nt;
+  let t0 = tb * TM;
+  let k0 = s * p.kchunk;
+  let k1 = min(k0 + p.kchunk, p.K);
+  let r = lid / 4u;
+  let cg = lid % 4u;
+  //@decl
+  for (var kb = k0; kb < k1; kb += TK) {
+    for (var e = lid; e < TM * TK; e += 256u) {
+      let rr = e / TK;
+      let kk = e % TK;
+      var v = 0.0;
+      if (t0 + rr < p.T && kb + kk < k1) { v = read_x((t0 + rr) * p.K + kb + kk); }
+      xs[rr * (TK + 1u) + kk] = v;
+    }
+    for (var e = lid; e < R * TK; e += 256u) {
+      var j: u32;
+      var kk: u32;
+      if (p.wt == 0u) { j = e / TK; kk = e % TK; } else { kk = e / R; j = e % R; }
+      var v = 0.0;
+      if (kb + kk < k1) {
+        if (p.wt == 0u) { v = read_w(j * p.K + kb + kk); } else { v = read_w((kb + kk) * R + j); }
       }
+      ws[j * (TK + 1u) + kk] = v;
     }
+    workgroupBarrier();
+    for (var kk = 0u; kk < TK; kk++) {
+      let xv = xs[r * (TK + 1u) + kk];
+      //@fma
+    }
+    workgroupBarrier();
   }
-  for (var j = 0u; j < R; j++) {
-    part[lid] = acc[j];
-    workgroupBarrier();
-    for (var s = LANES / 2u; s > 0u; s = s / 2u) {
-      if (lane < s) { part[lid] += part[lid + s]; }
-      workgroupBarrier();
-    }
-    if (live && lane == 0u) {
-      let v = p.alpha * part[lid];
-      let o = t * R + j;
-      c[o] = select(v, c[o] + v, p.acc == 1u);
-    }
-    workgroupBarrier();
+  let t = t0 + r;
+  if (t < p.T) {
+    let o = (s * p.T + t) * R + cg;
+    //@store
   }
 }

@@ -14,6 +14,39 @@ export const LOWRANK_MAX_R = 64;
 const rowsOf = (t: DeviceTensor) => t.shape.slice(0, -1).reduce((a, d) => a * d, 1);
 const last = (t: DeviceTensor) => t.shape[t.shape.length - 1]!;
 
+/** Fill the //@decl, //@fma and //@store lines of a low-rank shader (straight-line accumulators for rank R). */
+function unrolled(src: string, R: number, hooks: Record<'decl' | 'fma' | 'store', (i: number) => string>, n: number, guard?: (i: number) => string | null): string {
+  const body = src.replace(/^(\s*)\/\/@(\w+)$/gm, (_, ind: string, k: string) => {
+    const make = hooks[k as keyof typeof hooks];
+    if (!make) throw new Error(`lowrank: unknown hook //@${k}`);
+    return Array.from({ length: n }, (_, i) => {
+      const line = make(i);
+      const g = k === 'decl' ? null : guard?.(i);
+      return ind + (g ? `if (${g}) { ${line} }` : line);
+    }).join('\n');
+  });
+  return `const R: u32 = ${R}u;\n${body}`;
+}
+
+/** lowrank-rows for rank R: thread column group cg owns columns cg + 4 i. */
+function rowsCode(R: number): string {
+  const n = Math.ceil(R / 4);
+  return unrolled(rowsWgsl, R, {
+    decl: (i) => `var a_${i} = 0.0;`,
+    fma: (i) => `a_${i} += xv * ws[(cg + ${4 * i}u) * (TK + 1u) + kk];`,
+    store: (i) => `part[o + ${4 * i}u] = a_${i};`,
+  }, n, (i) => (4 * i + 3 >= R ? `cg + ${4 * i}u < R` : null));
+}
+
+/** lowrank-outer for rank R: R accumulators per thread. */
+function outerCode(R: number): string {
+  return unrolled(outerWgsl, R, {
+    decl: (j) => `var a_${j} = 0.0;`,
+    fma: (j) => `a_${j} += yv * zs[zo + ${j}u];`,
+    store: (j) => `part[o + ${j}u] = a_${j};`,
+  }, R);
+}
+
 function checkR(r: number, what: string): void {
   if (!Number.isInteger(r) || r < 1 || r > LOWRANK_MAX_R) throw new ShapeError(`${what}: rank ${r} must be 1..${LOWRANK_MAX_R}`);
 }
@@ -32,8 +65,9 @@ export interface LowRankProjectOptions {
 
 /**
  * `C = alpha * X W^T` (W `[R, K]`) or `alpha * X W` (W `[K, R]`) for a small rank R (<= {@link LOWRANK_MAX_R}):
- * X is `[..., K]` (any float dtype, rows flattened), C is f32 `[rows, R]`. One pass over X: the LoRA products
- * `x A^T` and `dY B`, which the tiled matmul runs on a handful of workgroups. Reference: `matmul`.
+ * X is `[..., K]` (any float dtype, rows flattened), C is f32 `[rows, R]`. One pass over X in 64-row blocks and K
+ * chunks that fill the GPU, then an in-order sum of the chunks (deterministic): the LoRA products `x A^T` and
+ * `dY B`, which a tiled matmul runs on a handful of workgroups. Reference: `matmul`.
  */
 export function lowRankProject(ctx: Context, x: DeviceTensor, w: DeviceTensor, opts: LowRankProjectOptions = {}): DeviceTensor {
   assertFloat(x, 'lowRankProject: X');
@@ -49,20 +83,43 @@ export function lowRankProject(ctx: Context, x: DeviceTensor, w: DeviceTensor, o
   if (opts.accumulate && !opts.out) throw new ShapeError('lowRankProject: accumulate needs out');
   if (opts.out) checkOut(opts.out, [T, R], 'lowRankProject: out', 'f32', [x, w]);
   checkBindable(ctx, 'lowRankProject', [x, 'X']);
-  const out = opts.out ?? empty(ctx, [T, R]);
+  const nt = Math.ceil(T / 64);
+  // K chunks (multiples of 32) so that ~512 workgroups share the work, each at least 32 wide
+  const S = Math.max(1, Math.min(Math.ceil(K / 32), Math.ceil(512 / nt)));
+  const kchunk = Math.ceil(K / S / 32) * 32;
+  const parts = Math.ceil(K / kchunk);
+  const part = empty(ctx, [parts, T, R]);
   const k = cachedKernel(ctx, `core:lowrank-rows:${R}:${x.dtype}:${w.dtype}`, () => ({
     name: 'lowrank-rows',
-    code: `const R: u32 = ${R}u;\n${rowsWgsl}`,
+    code: rowsCode(R),
     bindings: [
       { name: 'x', access: 'read', dtype: x.dtype },
       { name: 'w', access: 'read', dtype: w.dtype },
+      { name: 'part', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:T', 'u32:K', 'u32:wt', 'u32:kchunk', 'u32:nt', 'u32:row'],
+  }));
+  const wg = grid2d(nt * parts);
+  ctx.dispatch(k, [x.buffer, w.buffer, part.buffer], wg, [T, K, layout === 'kr' ? 1 : 0, kchunk, nt, wg[0]]);
+  const out = opts.out ?? empty(ctx, [T, R]);
+  finish(ctx, part, out, T, R, parts, false, opts);
+  return out;
+}
+
+/** `out = alpha * sum_s part[s] (+ out)`, stored `[Q, R]` or transposed `[R, Q]`; releases `part`. */
+function finish(ctx: Context, part: DeviceTensor, out: DeviceTensor, Q: number, R: number, parts: number, transposed: boolean, opts: { alpha?: number; accumulate?: boolean }): void {
+  const k = cachedKernel(ctx, `core:lowrank-outer-finish:${R}`, () => ({
+    name: 'lowrank-finish',
+    code: `const R: u32 = ${R}u;\n${finishWgsl}`,
+    bindings: [
+      { name: 'part', access: 'read', dtype: 'f32' },
       { name: 'c', access: 'rw', dtype: 'f32' },
     ],
-    params: ['u32:T', 'u32:K', 'u32:wt', 'u32:acc', 'u32:row', 'f32:alpha'],
+    params: ['u32:Q', 'u32:S', 'u32:ct', 'u32:acc', 'u32:row', 'f32:alpha'],
   }));
-  const wg = grid2d(Math.ceil(T / 8));
-  ctx.dispatch(k, [x.buffer, w.buffer, out.buffer], wg, [T, K, layout === 'kr' ? 1 : 0, opts.accumulate ? 1 : 0, wg[0], opts.alpha ?? 1]);
-  return out;
+  const g = grid1d(Q * R, 256);
+  ctx.dispatch(k, [part.buffer, out.buffer], g.wg, [Q, parts, transposed ? 1 : 0, opts.accumulate ? 1 : 0, g.row, opts.alpha ?? 1]);
+  ctx.release(part.buffer);
 }
 
 /** Options of {@link lowRankOuter}. */
@@ -104,7 +161,7 @@ export function lowRankOuter(ctx: Context, y: DeviceTensor, z: DeviceTensor, opt
   const part = empty(ctx, [parts, Q, R]);
   const kOuter = cachedKernel(ctx, `core:lowrank-outer:${R}:${y.dtype}:${z.dtype}`, () => ({
     name: 'lowrank-outer',
-    code: `const R: u32 = ${R}u;\n${outerWgsl}`,
+    code: outerCode(R),
     bindings: [
       { name: 'y', access: 'read', dtype: y.dtype },
       { name: 'z', access: 'read', dtype: z.dtype },
@@ -115,17 +172,6 @@ export function lowRankOuter(ctx: Context, y: DeviceTensor, z: DeviceTensor, opt
   const wg = grid2d(nq * parts);
   ctx.dispatch(kOuter, [y.buffer, z.buffer, part.buffer], wg, [T, Q, chunk, nq, wg[0]]);
   const out = opts.out ?? empty(ctx, shape);
-  const kFinish = cachedKernel(ctx, `core:lowrank-outer-finish:${R}`, () => ({
-    name: 'lowrank-outer-finish',
-    code: `const R: u32 = ${R}u;\n${finishWgsl}`,
-    bindings: [
-      { name: 'part', access: 'read', dtype: 'f32' },
-      { name: 'c', access: 'rw', dtype: 'f32' },
-    ],
-    params: ['u32:Q', 'u32:S', 'u32:ct', 'u32:acc', 'u32:row', 'f32:alpha'],
-  }));
-  const g = grid1d(Q * R, 256);
-  ctx.dispatch(kFinish, [part.buffer, out.buffer], g.wg, [Q, parts, layout === 'rq' ? 1 : 0, opts.accumulate ? 1 : 0, g.row, opts.alpha ?? 1]);
-  ctx.release(part.buffer);
+  finish(ctx, part, out, Q, R, parts, layout === 'rq', opts);
   return out;
 }
