@@ -8,8 +8,9 @@
 // reserved), and with --profile the top kernels by GPU time.
 //   node lora-step-1b.mjs [--compute f16|f32] [--weights f16|bf16|f32] [--layers 22] [--hidden 2048] [--inter 5632]
 //                         [--heads 32] [--kv 4] [--vocab 32000] [--batch 4] [--seq 512] [--r 16] [--steps 10]
-//                         [--warmup 3] [--checkpointing] [--profile] [--quick]
-import { createContext, type DType } from '@rusty/backend';
+//                         [--warmup 3] [--checkpointing] [--profile] [--quick] [--tc-min-big N]
+// --tc-min-big: tuning, the tile count from which the tensor-core matmul takes its big tile (tcTuning.minBigTiles).
+import { createContext, tcTuning, type DType } from '@rusty/backend';
 import { AdamW, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import { applyLora, CausalLM, loraTargets, parseModelConfig } from '../index';
 
@@ -35,6 +36,7 @@ const steps = num('--steps', quick ? 3 : 10);
 const warmup = num('--warmup', quick ? 1 : 3);
 
 const ctx = await createContext({ profile: flag('--profile') });
+if (args.includes('--tc-min-big')) tcTuning.minBigTiles = num('--tc-min-big', tcTuning.minBigTiles);
 const config = parseModelConfig({
   model_type: 'llama',
   vocab_size: cfg.vocab,
@@ -104,7 +106,7 @@ console.log(
   JSON.stringify({
     bench: 'lora-step-1b',
     adapter: `${ctx.info.vendor} ${ctx.info.architecture} ${ctx.info.description}`.trim(),
-    config: { ...cfg, compute, weights, checkpointing: flag('--checkpointing') },
+    config: { ...cfg, compute, weights, checkpointing: flag('--checkpointing'), tcMinBigTiles: tcTuning.minBigTiles },
     trainableTensors: trainable.length,
     buildMs: Math.round(buildMs),
     stepMs: +ms.toFixed(2),
