@@ -121,27 +121,35 @@ export interface GatedBackwardOptions {
 /** Output options of the SwiGLU ops. */
 export type SwigluOptions = GatedOptions;
 
-/**
- * SwiGLU in one pass: `out = silu(gate) * up` (silu(g) = g * sigmoid(g)), elementwise over [..., I]; inputs
- * f32/f16/bf16, output f32. Tensors larger than one storage binding are processed in row chunks (all gated ops).
- */
-export function swiglu(ctx: Context, gate: DeviceTensor, up: DeviceTensor, opts: SwigluOptions = {}): DeviceTensor {
-  return gatedForward(ctx, 'silu', 'swiglu', gate, up, opts);
-}
-
-/**
- * Backward of {@link swiglu} in one pass: `dgate = dout * up * s * (1 + gate * (1 - s))` and
- * `dup = dout * silu(gate)` with s = sigmoid(gate); f32 outputs of gate's shape.
- */
-export function swigluBackward(
+/** A gated activation's forward: `act(gate) * up`, f32 [..., I] (into `opts.out` when given). */
+export type GatedOp = (ctx: Context, gate: DeviceTensor, up: DeviceTensor, opts?: GatedOptions) => DeviceTensor;
+/** A gated activation's backward in one pass: f32 `dgate` and `dup` of gate's shape. */
+export type GatedBackwardOp = (
   ctx: Context,
   dout: DeviceTensor,
   gate: DeviceTensor,
   up: DeviceTensor,
-  opts: GatedBackwardOptions = {},
-): { dgate: DeviceTensor; dup: DeviceTensor } {
-  return gatedBackward(ctx, 'silu', 'swigluBackward', dout, gate, up, opts);
-}
+  opts?: GatedBackwardOptions,
+) => { dgate: DeviceTensor; dup: DeviceTensor };
+
+const forwardOf =
+  (act: GateActivation, op: string): GatedOp =>
+  (ctx, gate, up, opts = {}) =>
+    gatedForward(ctx, act, op, gate, up, opts);
+const backwardOf =
+  (act: GateActivation, op: string): GatedBackwardOp =>
+  (ctx, dout, gate, up, opts = {}) =>
+    gatedBackward(ctx, act, op, dout, gate, up, opts);
+
+/**
+ * SwiGLU in one pass: `out = silu(gate) * up` (silu(g) = g * sigmoid(g)), elementwise over [..., I]; inputs
+ * f32/f16/bf16, output f32. Tensors larger than one storage binding are processed in row chunks (all gated ops).
+ */
+export const swiglu: GatedOp = forwardOf('silu', 'swiglu');
+
+/** Backward of {@link swiglu}: `dgate = dout * up * s * (1 + gate * (1 - s))`, `dup = dout * silu(gate)` with
+ *  s = sigmoid(gate). */
+export const swigluBackward: GatedBackwardOp = backwardOf('silu', 'swigluBackward');
 
 /**
  * GELU-tanh gating in one pass (Gemma's MLP, HF `gelu_pytorch_tanh`): `out = gelu_tanh(gate) * up` with
@@ -149,18 +157,7 @@ export function swigluBackward(
  * elementwise over [..., I]; inputs f32/f16/bf16, output f32. The kernel of {@link swiglu} with another
  * activation (shaders/act-gelu-tanh.wgsl).
  */
-export function geluTanhGate(ctx: Context, gate: DeviceTensor, up: DeviceTensor, opts: GatedOptions = {}): DeviceTensor {
-  return gatedForward(ctx, 'gelu_tanh', 'geluTanhGate', gate, up, opts);
-}
+export const geluTanhGate: GatedOp = forwardOf('gelu_tanh', 'geluTanhGate');
 
-/** Backward of {@link geluTanhGate} in one pass: `dgate = dout * up * gelu_tanh'(gate)`,
- *  `dup = dout * gelu_tanh(gate)`; f32 outputs of gate's shape. */
-export function geluTanhGateBackward(
-  ctx: Context,
-  dout: DeviceTensor,
-  gate: DeviceTensor,
-  up: DeviceTensor,
-  opts: GatedBackwardOptions = {},
-): { dgate: DeviceTensor; dup: DeviceTensor } {
-  return gatedBackward(ctx, 'gelu_tanh', 'geluTanhGateBackward', dout, gate, up, opts);
-}
+/** Backward of {@link geluTanhGate}: `dgate = dout * up * gelu_tanh'(gate)`, `dup = dout * gelu_tanh(gate)`. */
+export const geluTanhGateBackward: GatedBackwardOp = backwardOf('gelu_tanh', 'geluTanhGateBackward');
