@@ -10,6 +10,7 @@ export { add, sub, mul, div, scale, neg, exp, log, tanh, sigmoid, silu, square }
 export { reshape, transpose, sum, mean, cast } from './ops/shape';
 export { matmul, linear, type LinearOptions } from './ops/matmul';
 export { autocast, computeDtype, toCompute, type ComputeDtype } from './ops/autocast';
+export { linearCrossEntropy } from './ops/linear-cross-entropy';
 export { loraLinear } from './ops/lora-linear';
 export { Optimizer, clipGradNorm, type ParamGroup, type ParamGroupInit, type StepControls, type OptimizerState } from './optim/optimizer';
 export { AdamW, type AdamWOptions } from './optim/adamw';

@@ -8,7 +8,7 @@ import {
   type Context,
   type DType,
 } from '@rusty/backend';
-import { autocast, checkpoint, crossEntropy, linear, reshape, scale, tanh, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
+import { autocast, checkpoint, crossEntropy, linear, linearCrossEntropy, reshape, scale, tanh, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import type { DecoderLayer } from './architecture';
 import type { ModelConfig, RopeConfig } from './config';
 import type { KVCache } from './kv-cache';
@@ -119,7 +119,7 @@ export class CausalLM extends Module {
     return autocast(this.computeDtype, () => this.run(inputIds, opts));
   }
 
-  private run(inputIds: Tensor, opts: { cache?: KVCache; outputHiddenStates?: boolean }): CausalLMOutput {
+  private run(inputIds: Tensor, opts: { cache?: KVCache; outputHiddenStates?: boolean; noHead?: boolean }): CausalLMOutput {
     return tidy(() => {
       const c = this.config;
       const hidden: Tensor[] = [];
@@ -144,6 +144,7 @@ export class CausalLM extends Module {
       last.dispose();
       if (opts.outputHiddenStates) hidden.push(h);
       if (opts.cache) opts.cache.advance(inputIds.shape[1]!);
+      if (opts.noHead) return { logits: h }; // the final normed state, for the fused head + loss
       let logits = this.lmHead ? this.lmHead.forward(h) : linear(h, this.embedTokens.weight, null);
       if (c.finalSoftcap !== null) logits = scale(tanh(scale(logits, 1 / c.finalSoftcap)), c.finalSoftcap);
       if (!opts.outputHiddenStates) h.dispose();
@@ -153,16 +154,36 @@ export class CausalLM extends Module {
 
   /**
    * HF's causal-LM loss: position t predicts labels[t + 1] (labels default to the inputs), mean over targets
-   * that are not `ignoreIndex` (-100).
+   * that are not `ignoreIndex` (-100). With `logits: false` the logits are not returned, and a plain LM head (or
+   * tied embeddings) without soft-capping is fused with the loss: the [tokens, vocab] logits are computed and
+   * dropped in row chunks (`linearCrossEntropy`) instead of being materialised with their gradient.
    */
-  loss(inputIds: Tensor, labels: ArrayLike<number>, opts: { ignoreIndex?: number } = {}): { loss: Tensor; logits: Tensor } {
+  loss(inputIds: Tensor, labels: ArrayLike<number>, opts?: { ignoreIndex?: number; logits?: true }): { loss: Tensor; logits: Tensor };
+  loss(inputIds: Tensor, labels: ArrayLike<number>, opts: { ignoreIndex?: number; logits: false }): { loss: Tensor };
+  loss(inputIds: Tensor, labels: ArrayLike<number>, opts: { ignoreIndex?: number; logits?: boolean } = {}): { loss: Tensor; logits?: Tensor } {
     const [b, t] = inputIds.shape as [number, number];
     const ignore = opts.ignoreIndex ?? -100;
-    const logits = this.forward(inputIds);
     const targets = Tensor.fromArray(this.ctx, shiftLabels(labels, b, t, ignore), [b * t], { dtype: 'i32' });
-    const loss = crossEntropy(reshape(logits, [b * t, this.config.vocabSize]), targets, { ignoreIndex: ignore });
-    targets.dispose();
-    return { loss, logits };
+    try {
+      const head = this.child('lm_head') ?? null;
+      const fusable = this.config.finalSoftcap === null && (head === null || (head.constructor === Linear && !(head as Linear).bias));
+      if (opts.logits === false && fusable) {
+        const w = head ? (head as Linear).weight : this.embedTokens.weight;
+        const loss = autocast(this.computeDtype, () =>
+          tidy(() => linearCrossEntropy(reshape(this.run(inputIds, { noHead: true }).logits, [b * t, this.config.hiddenSize]), w, targets, { ignoreIndex: ignore })),
+        );
+        return { loss };
+      }
+      const logits = this.forward(inputIds);
+      const loss = crossEntropy(reshape(logits, [b * t, this.config.vocabSize]), targets, { ignoreIndex: ignore });
+      if (opts.logits === false) {
+        logits.dispose();
+        return { loss };
+      }
+      return { loss, logits };
+    } finally {
+      targets.dispose();
+    }
   }
 
   /** Generate ids after `prompt` with a KV cache (see `GenerateOptions`). */

@@ -10,7 +10,9 @@ import type { SignalSource } from './signals';
 
 /** What the Trainer trains: `LlamaForCausalLM` fits (HF loss with label shift inside `loss`). */
 export interface TrainerModel {
-  loss(inputIds: Tensor, labels: ArrayLike<number>): { loss: Tensor };
+  /** The Trainer passes `{ logits: false }`: it needs the loss only (a CausalLM then fuses its LM head with the
+   *  loss, never materialising the [tokens, vocab] logits). */
+  loss(inputIds: Tensor, labels: ArrayLike<number>, opts?: { logits?: false }): { loss: Tensor };
   trainableParameters(): [string, Tensor][];
   train?(on?: boolean): unknown;
   eval?(): unknown;

@@ -139,7 +139,7 @@ export class Trainer {
 
   private lossOf(batch: Batch, ids: Tensor): Tensor {
     const loss = autocast(this.compute, () =>
-      this.opts.computeLoss ? this.opts.computeLoss(batch, ids, this.model) : this.model.loss(ids, batch.labels).loss,
+      this.opts.computeLoss ? this.opts.computeLoss(batch, ids, this.model) : this.model.loss(ids, batch.labels, { logits: false }).loss,
     );
     if (loss.size !== 1) throw new TrainerError(`the loss must have one element, got shape [${loss.shape.join(', ')}]`);
     return loss;

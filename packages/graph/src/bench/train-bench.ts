@@ -60,7 +60,7 @@ const input = Tensor.fromArray(ctx, ids, [cfg.batch, cfg.seq], { dtype: 'i32' })
 function step(): Tensor {
   opt.zeroGrad();
   const loss = tidy(() => {
-    const l = model.loss(input, ids).loss;
+    const l = model.loss(input, ids, { logits: false }).loss;
     l.backward();
     return l;
   });
