@@ -3,7 +3,9 @@
 # (TinyLlama 1.1B's shape, bf16; make_llama_dir.py, through transformers), then `rusty finetune` in f32,
 # --mixed-precision bf16 and --mixed-precision f16, then PyTorch fp32 and bf16 autocast (lora_torch.py), all with
 # LoRA r 16 / alpha 32 on the seven projections, batch 4 x 512, AdamW at a constant lr 2e-4, no weight decay,
-# gradient norm clipped to 1, 5 warm-up steps then STEPS timed steps (medians). One JSON line per run.
+# gradient norm clipped to 1, 5 warm-up steps then STEPS timed steps (medians). One JSON line per run, then one
+# with issue 13's ratios (Rusty f16 / PyTorch bf16 and Rusty f32 / PyTorch fp32 tokens/s and peak memory, host
+# encoding against the step time).
 # From the repository root:
 #   pnpm build && ../shared/gpu/pack.sh packages/cli/src/bench/lora-1b-cli.ts      # then carry .gpu
 #   bash packages/cli/src/bench/lora-1b.sh [tinyllama|small] [STEPS=25] [work dir=tmp/lora-1b]
@@ -18,6 +20,7 @@ runs=${LORA_RUNS:-rusty-f32 rusty-bf16 rusty-f16 torch-fp32 torch-bf16}
 here=$(dirname "$0")
 export PYTHONUNBUFFERED=1
 mkdir -p "$work"
+results="$work/results.jsonl"; : >"$results"
 python3 "$here/make_llama_dir.py" --shape "$shape" --out "$work/model" --corpus "$work/corpus.txt" || exit 1
 bash .gpu/run.sh lora-1b-cli devices --json >"$work/devices.json" 2>"$work/devices.log" &&
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({"adapter": " / ".join(x for x in [d.get("vendor"), d.get("architecture"), d.get("description")] if x), "paths": d.get("paths")}))' "$work/devices.json"
@@ -50,13 +53,29 @@ for run in $runs; do
       out="$work/$run"; log="$work/$run.log"
       if bash .gpu/run.sh lora-1b-cli finetune --model "$work/model" --data "$work/corpus.txt" --out "$out" "${common[@]}" \
         --mixed-precision "$mp" >"$log" 2>&1; then
-        rusty_line "${run#rusty-}" "$out" "$log"
+        rusty_line "${run#rusty-}" "$out" "$log" | tee -a "$results"
       else
         echo "{\"side\": \"rusty\", \"mode\": \"${run#rusty-}\", \"failed\": true, \"log\": \"$log\"}"; tail -n 5 "$log"
       fi ;;
     torch-*)
-      python3 "$here/lora_torch.py" --model "$work/model" --mode "${run#torch-}" --steps "$steps" --warmup 5 2>"$work/$run.log" ||
+      python3 "$here/lora_torch.py" --model "$work/model" --mode "${run#torch-}" --steps "$steps" --warmup 5 2>"$work/$run.log" | tee -a "$results" ||
         { echo "{\"side\": \"pytorch\", \"mode\": \"${run#torch-}\", \"failed\": true}"; tail -n 5 "$work/$run.log"; } ;;
     *) echo "lora-1b.sh: unknown run '$run'" >&2; exit 2 ;;
   esac
 done
+
+python3 - "$results" <<'PY'
+import json, sys
+runs = {f"{r['side']}-{r['mode']}": r for r in map(json.loads, open(sys.argv[1])) if "tokens_per_s" in r}
+out = {}
+for ours, theirs in [("rusty-f16", "pytorch-bf16-autocast"), ("rusty-bf16", "pytorch-bf16-autocast"), ("rusty-f32", "pytorch-fp32")]:
+    a, b = runs.get(ours), runs.get(theirs)
+    if a and b:
+        out[f"{ours}/{theirs}"] = {"tokens_per_s": round(a["tokens_per_s"] / b["tokens_per_s"], 3),
+                                   "peak_allocated": round(a["peak_allocated_bytes"] / b["peak_allocated_bytes"], 3),
+                                   "peak_reserved": round(a["peak_reserved_bytes"] / b["peak_reserved_bytes"], 3)}
+for k, r in runs.items():
+    if k.startswith("rusty-"):
+        out[f"{k} host/step"] = round(r["host_ms_per_step"] / r["step_ms"], 3)
+print(json.dumps({"ratios": out}))
+PY
