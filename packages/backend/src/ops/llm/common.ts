@@ -70,12 +70,13 @@ export function vecPrelude(
     out.push('fn hmax(v: V) -> f32 { return max(v.x, v.y); }');
   }
   for (const [name, dtype] of reads) {
-    if (dtype === 'rw' && vec === 1) out.push(`fn ld_${name}(e: u32) -> V { return ${name}[e]; }`);
-    else if (vec === 1) out.push(`fn ld_${name}(e: u32) -> V { return read_${name}(e); }`);
-    else if (dtype === 'f32' || dtype === 'rw') out.push(`fn ld_${name}(e: u32) -> V { return vec2f(${name}[e], ${name}[e + 1u]); }`);
-    else if (formatOf(dtype).perWord === 2)
-      out.push(`fn ld_${name}(e: u32) -> V { let w = ${name}[e >> 1u]; return ${formatOf(dtype).wgsl.unpack('w')}; }`);
+    const f = dtype === 'rw' ? null : formatOf(dtype);
+    let body: string;
+    if (vec === 1) body = `return ${f ? `read_${name}(e)` : `${name}[e]`};`;
+    else if (!f || f.wgsl.word === 'f32') body = `return vec2f(${name}[e], ${name}[e + 1u]);`;
+    else if (f.perWord === 2) body = `let w = ${name}[e >> 1u]; return ${f.wgsl.unpack('w')};`;
     else throw new Error(`no vector loader for ${dtype}`);
+    out.push(`fn ld_${name}(e: u32) -> V { ${body} }`);
   }
   for (const name of writes) {
     if (vec === 1) out.push(`fn st_${name}(e: u32, v: V) { ${name}[e] = v; }`);
@@ -200,12 +201,9 @@ export function checkInt(t: DeviceTensor, what: string): void {
   if (t.dtype !== 'i32') throw new ShapeError(`${what} must be i32, got ${t.dtype}${fmt(t.shape)}`);
 }
 
-
-
-
-/** Bytes per element of a float/int storage dtype as laid out in a buffer (16-bit types are packed). */
+/** Bytes per element of a tensor's storage format as laid out in a buffer (16-bit formats are packed). */
 export function elemBytes(t: DeviceTensor): number {
-  return isHalf(t.dtype) ? 2 : 4;
+  return formatOf(t.dtype).bits / 8;
 }
 
 /** One tensor of a row-chunked kernel: `unitBytes` bytes of its storage per unit (a row, or a group of rows)
