@@ -74,31 +74,37 @@ export function unary(ctx: Context, op: UnaryOp, x: DeviceTensor, scalar = 0, op
   return y;
 }
 
+/** A unary op without a scalar: `f(ctx, x, opts)`. */
+export type UnaryFn = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions) => DeviceTensor;
+const unaryFn =
+  (op: UnaryOp): UnaryFn =>
+  (ctx, x, opts) =>
+    unary(ctx, op, x, 0, opts);
+
 /** `-x` */
-export const neg = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'neg', x, 0, opts);
+export const neg: UnaryFn = unaryFn('neg');
 /** `e^x` */
-export const exp = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'exp', x, 0, opts);
+export const exp: UnaryFn = unaryFn('exp');
 /** natural logarithm */
-export const log = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'log', x, 0, opts);
+export const log: UnaryFn = unaryFn('log');
 /** square root */
-export const sqrt = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'sqrt', x, 0, opts);
+export const sqrt: UnaryFn = unaryFn('sqrt');
 /** `1 / sqrt(x)` */
-export const rsqrt = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'rsqrt', x, 0, opts);
+export const rsqrt: UnaryFn = unaryFn('rsqrt');
 /** `|x|` */
-export const abs = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'abs', x, 0, opts);
+export const abs: UnaryFn = unaryFn('abs');
 /** `max(x, 0)` */
-export const relu = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'relu', x, 0, opts);
+export const relu: UnaryFn = unaryFn('relu');
 /** GELU, tanh approximation (PyTorch `approximate='tanh'`, HF `gelu_pytorch_tanh`). */
-export const gelu = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'gelu', x, 0, opts);
+export const gelu: UnaryFn = unaryFn('gelu');
 /** `x * sigmoid(x)` */
-export const silu = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'silu', x, 0, opts);
+export const silu: UnaryFn = unaryFn('silu');
 /** `1 / (1 + e^-x)` */
-export const sigmoid = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
-  unary(ctx, 'sigmoid', x, 0, opts);
+export const sigmoid: UnaryFn = unaryFn('sigmoid');
 /** hyperbolic tangent */
-export const tanh = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'tanh', x, 0, opts);
+export const tanh: UnaryFn = unaryFn('tanh');
 /** `x * x` */
-export const square = (ctx: Context, x: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor => unary(ctx, 'square', x, 0, opts);
+export const square: UnaryFn = unaryFn('square');
 /** `s * x` */
 export const scale = (ctx: Context, x: DeviceTensor, s: number, opts?: ElementwiseOptions): DeviceTensor =>
   unary(ctx, 'scale', x, s, opts);
@@ -151,27 +157,27 @@ const BINARY_PARAMS = [
   ...[0, 1, 2, 3, 4, 5].map((i) => `u32:sb${i}` as const),
 ] as const;
 
+/** A broadcasting binary op: `f(ctx, a, b, opts)`. */
+export type BinaryFn = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions) => DeviceTensor;
+const binaryFn =
+  (op: BinaryOp): BinaryFn =>
+  (ctx, a, b, opts) =>
+    binary(ctx, op, a, b, opts);
+
 /** `a + b` (broadcasting) */
-export const add = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
-  binary(ctx, 'add', a, b, opts);
+export const add: BinaryFn = binaryFn('add');
 /** `a - b` (broadcasting) */
-export const sub = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
-  binary(ctx, 'sub', a, b, opts);
+export const sub: BinaryFn = binaryFn('sub');
 /** `a * b` (broadcasting) */
-export const mul = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
-  binary(ctx, 'mul', a, b, opts);
+export const mul: BinaryFn = binaryFn('mul');
 /** `a / b` (broadcasting) */
-export const div = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
-  binary(ctx, 'div', a, b, opts);
+export const div: BinaryFn = binaryFn('div');
 /** elementwise maximum (broadcasting) */
-export const maximum = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
-  binary(ctx, 'max', a, b, opts);
+export const maximum: BinaryFn = binaryFn('max');
 /** elementwise minimum (broadcasting) */
-export const minimum = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
-  binary(ctx, 'min', a, b, opts);
+export const minimum: BinaryFn = binaryFn('min');
 /** `a ** b` (broadcasting) */
-export const pow = (ctx: Context, a: DeviceTensor, b: DeviceTensor, opts?: ElementwiseOptions): DeviceTensor =>
-  binary(ctx, 'pow', a, b, opts);
+export const pow: BinaryFn = binaryFn('pow');
 
 /** The u32 word that repeats `value` in `dtype`'s storage (from the format table's host encoder). */
 function fillWord(value: number, dtype: DType): number {
