@@ -108,8 +108,18 @@ export function reduceCode(ctx: Context): { code: string; enables: string[]; tag
   return { code: REDUCE_TREE, enables: [], tag: 'tree' };
 }
 
-const REDUCE_SG = `
-struct BI {
+/** The workgroup reductions: name, value type, workgroup array, subgroup op, and how two values combine. */
+const REDUCERS: readonly [string, string, string, string, (a: string, b: string) => string][] = [
+  ['wg_sum', 'f32', 'red_', 'subgroupAdd', (a, b) => `${a} + ${b}`],
+  ['wg_sum2', 'vec2f', 'red2_', 'subgroupAdd', (a, b) => `${a} + ${b}`],
+  ['wg_max', 'f32', 'red_', 'subgroupMax', (a, b) => `max(${a}, ${b})`],
+];
+
+const REDUCE_ARRAYS = 'var<workgroup> red_: array<f32, WG>;\nvar<workgroup> red2_: array<vec2f, WG>;\n';
+
+// Through subgroups: each subgroup's result to the array, then every thread combines them in subgroup order.
+const REDUCE_SG =
+  `struct BI {
   @builtin(local_invocation_index) t: u32,
   @builtin(subgroup_id) sid: u32,
   @builtin(num_subgroups) nsg: u32,
@@ -117,78 +127,43 @@ struct BI {
 var<private> sg_id_: u32;
 var<private> n_sg_: u32;
 fn init_bi(b: BI) { sg_id_ = b.sid; n_sg_ = b.nsg; }
-var<workgroup> red_: array<f32, WG>;
-var<workgroup> red2_: array<vec2f, WG>;
-fn wg_sum(v: f32, t: u32) -> f32 {
-  let s = subgroupAdd(v);
-  if (subgroupElect()) { red_[sg_id_] = s; }
+` +
+  REDUCE_ARRAYS +
+  REDUCERS.map(
+    ([name, T, arr, op, comb]) => `fn ${name}(v: ${T}, t: u32) -> ${T} {
+  let s = ${op}(v);
+  if (subgroupElect()) { ${arr}[sg_id_] = s; }
   workgroupBarrier();
-  var r = 0.0;
-  for (var k = 0u; k < n_sg_; k++) { r += red_[k]; }
-  workgroupBarrier();
-  return r;
-}
-fn wg_sum2(v: vec2f, t: u32) -> vec2f {
-  let s = subgroupAdd(v);
-  if (subgroupElect()) { red2_[sg_id_] = s; }
-  workgroupBarrier();
-  var r = vec2f(0.0);
-  for (var k = 0u; k < n_sg_; k++) { r += red2_[k]; }
+  var r = ${arr}[0];
+  for (var k = 1u; k < n_sg_; k++) { r = ${comb('r', `${arr}[k]`)}; }
   workgroupBarrier();
   return r;
 }
-fn wg_max(v: f32, t: u32) -> f32 {
-  let s = subgroupMax(v);
-  if (subgroupElect()) { red_[sg_id_] = s; }
-  workgroupBarrier();
-  var r = red_[0];
-  for (var k = 1u; k < n_sg_; k++) { r = max(r, red_[k]); }
-  workgroupBarrier();
-  return r;
-}
-`;
+`,
+  ).join('');
 
-const REDUCE_TREE = `
-struct BI {
+// A tree in workgroup memory: log2(WG) halving steps.
+const REDUCE_TREE =
+  `struct BI {
   @builtin(local_invocation_index) t: u32,
 }
 fn init_bi(b: BI) { }
-var<workgroup> red_: array<f32, WG>;
-var<workgroup> red2_: array<vec2f, WG>;
-fn wg_sum(v: f32, t: u32) -> f32 {
-  red_[t] = v;
+` +
+  REDUCE_ARRAYS +
+  REDUCERS.map(
+    ([name, T, arr, , comb]) => `fn ${name}(v: ${T}, t: u32) -> ${T} {
+  ${arr}[t] = v;
   workgroupBarrier();
   for (var k = WG / 2u; k > 0u; k = k >> 1u) {
-    if (t < k) { red_[t] = red_[t] + red_[t + k]; }
+    if (t < k) { ${arr}[t] = ${comb(`${arr}[t]`, `${arr}[t + k]`)}; }
     workgroupBarrier();
   }
-  let r = red_[0];
+  let r = ${arr}[0];
   workgroupBarrier();
   return r;
 }
-fn wg_sum2(v: vec2f, t: u32) -> vec2f {
-  red2_[t] = v;
-  workgroupBarrier();
-  for (var k = WG / 2u; k > 0u; k = k >> 1u) {
-    if (t < k) { red2_[t] = red2_[t] + red2_[t + k]; }
-    workgroupBarrier();
-  }
-  let r = red2_[0];
-  workgroupBarrier();
-  return r;
-}
-fn wg_max(v: f32, t: u32) -> f32 {
-  red_[t] = v;
-  workgroupBarrier();
-  for (var k = WG / 2u; k > 0u; k = k >> 1u) {
-    if (t < k) { red_[t] = max(red_[t], red_[t + k]); }
-    workgroupBarrier();
-  }
-  let r = red_[0];
-  workgroupBarrier();
-  return r;
-}
-`;
+`,
+  ).join('');
 
 /** Vector width for rows of length `d` whose float inputs have `dtypes`: 2 (one u32 word of two 16-bit
  *  values per load) when a 16-bit input is read and rows start on whole words, else 1. */
