@@ -83,7 +83,10 @@ export type TcTileName = keyof typeof TC_TILES;
 export const tcTuning: { big: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
   big: 't128x256k16',
   small: 't64x64',
-  minBigTiles: 264,
+  /** 96: a 2048 x 2048 output (128 big tiles, one wave on a 132-SM H200) runs the big tile. Measured in the 1.1B
+   *  LoRA step (lora-step-1b, H200, 2026-11-24): at 264 its 242 products per step on the 64x64 tile took 62 ms,
+   *  on the big tile 128x256 the step went from 217 to 170 ms. */
+  minBigTiles: 96,
   /** Store full tiles straight from the accumulators to C (else every tile goes through the scratch). */
   direct: true,
   /** Unroll the fragment loops into named accumulators (`tcMatrixCode`). Measured on an H200 (2026-11-24,
