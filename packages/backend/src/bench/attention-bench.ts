@@ -9,6 +9,8 @@
  *                           [--profile]   (adds per-kernel GPU times from timestamp queries)
  *                           [--fwdonly]   (time the forward only)
  *                           [--window 256] (sliding window)  [--softcap 50] (logit soft-capping)
+ *                           [--dtype f16]  (q, k, v and dO stored in f16: the tensor-core kernels where the
+ *                           adapter has subgroup matrices, see ops/attention/flash-tc.ts) [--notc] (f16, portable)
  *
  *   node attention-bench.js --decode [--B 4] [--H 32] [--Hkv 8] [--D 128] [--len 4096]
  *     times the decode path instead (one query per sequence against a KV cache of len positions).
@@ -21,6 +23,10 @@ import { createContext } from '../context';
 import { attentionDecode } from '../ops/attention/decode';
 import { flashAttention, flashAttentionBackward } from '../ops/attention/flash';
 import { attentionTiles, type AttentionTiles } from '../ops/attention/tiles';
+import { attentionTcFailures, attentionTcReady } from '../ops/attention/flash-tc';
+import { flashAttentionTcPath } from '../ops/attention/flash';
+import { roundTo } from '../ops/core/core.ref';
+import type { DType } from '../dtype';
 import { download, upload } from '../tensor';
 import { randn } from '../testing';
 
@@ -42,6 +48,8 @@ const tilesArg = arg('tiles');
 const window = arg('window') !== undefined ? Number(arg('window')) : undefined;
 const softcap = arg('softcap') !== undefined ? Number(arg('softcap')) : undefined;
 const S = T;
+const dtype = (arg('dtype') ?? 'f32') as DType;
+const tensorCores = flag('notc') ? false : undefined;
 
 async function decodeBench(): Promise<void> {
   const ctx = await createContext();
@@ -87,15 +95,22 @@ async function decodeBench(): Promise<void> {
 async function main(): Promise<void> {
   const ctx = await createContext({ profile: flag('profile') });
   const tiles: AttentionTiles = tilesArg ? (JSON.parse(tilesArg) as AttentionTiles) : attentionTiles(ctx, D);
-  const qh = randn(B * T * H * D, 1);
-  const kh = randn(B * S * Hkv * D, 2);
-  const vh = randn(B * S * Hkv * D, 3);
-  const doh = randn(B * T * H * D, 4);
-  const q = upload(ctx, qh, [B, T, H, D]);
-  const k = upload(ctx, kh, [B, S, Hkv, D]);
-  const v = upload(ctx, vh, [B, S, Hkv, D]);
-  const dO = upload(ctx, doh, [B, T, H, D]);
-  const opts = { causal, tiles, slidingWindow: window, softcap };
+  // host copies as the GPU stores them (f16-rounded for --dtype f16): the sample check's float64 inputs
+  const qh = roundTo(dtype, randn(B * T * H * D, 1));
+  const kh = roundTo(dtype, randn(B * S * Hkv * D, 2));
+  const vh = roundTo(dtype, randn(B * S * Hkv * D, 3));
+  const doh = roundTo(dtype, randn(B * T * H * D, 4));
+  const q = upload(ctx, qh, [B, T, H, D], dtype);
+  const k = upload(ctx, kh, [B, S, Hkv, D], dtype);
+  const v = upload(ctx, vh, [B, S, Hkv, D], dtype);
+  const dO = upload(ctx, doh, [B, T, H, D], dtype);
+  const opts = { causal, tiles, slidingWindow: window, softcap, tensorCores };
+  const tc = flashAttentionTcPath(ctx, q, k, v, opts);
+  flashAttention(ctx, q, k, v, opts);
+  flashAttentionBackward(ctx, dO, q, k, v, flashAttention(ctx, q, k, v, opts).out, flashAttention(ctx, q, k, v, opts).lse, opts);
+  // tensor-core kernels are built after an asynchronous check: wait for it, then every call below runs them
+  await attentionTcReady(ctx);
+  const tcFailures = [...attentionTcFailures(ctx)].map(([key, e]) => `${key}: ${e.message.slice(0, 2000)}`);
   const f = flashAttention(ctx, q, k, v, opts);
   const g = flashAttentionBackward(ctx, dO, q, k, v, f.out, f.lse, opts);
   const fwd = () => flashAttention(ctx, q, k, v, { ...opts, out: f.out, lse: f.lse });
@@ -156,8 +171,12 @@ async function main(): Promise<void> {
   }
   console.log(
     JSON.stringify({
-      bench: 'flash-attention f32',
+      bench: `flash-attention ${dtype}`,
       device: `${ctx.info.vendor} ${ctx.info.architecture} ${ctx.info.description}`.trim(),
+      dtype,
+      path: tc && !tcFailures.length ? 'tensor-cores' : 'portable',
+      tcPlan: tc ? { frag: `${tc.plan.frag.M}x${tc.plan.frag.N}x${tc.plan.frag.K}`, subgroup: tc.plan.subgroupSize, tiles: tc.tiles } : undefined,
+      tcFailures: tcFailures.length ? tcFailures : undefined,
       workgroupStorage: ctx.info.limits.maxComputeWorkgroupStorageSize,
       B,
       H,

@@ -36,6 +36,7 @@ import {
   type AttnDims,
 } from './common';
 import { attentionTiles, checkTiles, tileShape, type AttentionTile, type AttentionTiles } from './tiles';
+import { attentionTcPath, encodeTcAttn, tcAttnTileProblem, type TcAttnKind, type TcAttnPath, type TcAttnTiles } from './flash-tc';
 
 const LOG2E = Math.LOG2E;
 
@@ -47,6 +48,11 @@ export interface FlashAttentionOptions extends AttentionOptions {
   lse?: DeviceTensor;
   /** Override the tile sizes (tuning; default {@link attentionTiles}). */
   tiles?: AttentionTiles;
+  /** Tensor cores (see ops/attention/flash-tc.ts): undefined = use them for f16 q, k, v where the adapter has
+   *  subgroup matrices; false = never; true = require them (a ShapeError says why they cannot run). */
+  tensorCores?: boolean;
+  /** Override the tensor-core tiles (tuning and tests; default: chosen per device). */
+  tcTiles?: TcAttnTiles;
 }
 
 /** Options of {@link flashAttentionBackward}. */
@@ -57,6 +63,10 @@ export interface FlashAttentionBackwardOptions extends AttentionOptions {
   dv?: DeviceTensor;
   /** Override the tile sizes (tuning; default {@link attentionTiles}). */
   tiles?: AttentionTiles;
+  /** As {@link FlashAttentionOptions.tensorCores} (the path needs f16 q, k, v; dOut may be any float dtype). */
+  tensorCores?: boolean;
+  /** As {@link FlashAttentionOptions.tcTiles}. */
+  tcTiles?: TcAttnTiles;
 }
 
 /** Result of {@link flashAttention}. */
@@ -114,6 +124,44 @@ interface Resolved {
   cap: { qscale: number; capin: number; capmul: number };
   tiles: AttentionTiles;
 }
+
+/**
+ * The tensor-core path for these inputs, or null for the portable kernels: f16 q, k and v on an adapter with a
+ * plan (see {@link attentionTcPath}), unless `tensorCores: false`. `tensorCores: true` where it cannot run throws
+ * a ShapeError with the reason.
+ */
+export function flashAttentionTcPath(
+  ctx: Context,
+  q: DeviceTensor,
+  k: DeviceTensor,
+  v: DeviceTensor,
+  opts: { tensorCores?: boolean; tcTiles?: TcAttnTiles } = {},
+): Exclude<TcAttnPath, { reason: string }> | null {
+  if (opts.tensorCores !== undefined && typeof opts.tensorCores !== 'boolean')
+    throw new ConfigError(`attention: tensorCores must be true, false or undefined, got ${String(opts.tensorCores)}`);
+  if (opts.tensorCores === false) return null;
+  const D = q.shape[3] ?? 0;
+  let why: string | null = null;
+  let path: TcAttnPath | null = null;
+  if (q.dtype !== 'f16' || k.dtype !== 'f16' || v.dtype !== 'f16') why = `q, k and v must be f16 (got ${fmt(q)}, ${fmt(k)}, ${fmt(v)})`;
+  else {
+    path = attentionTcPath(ctx, D);
+    if ('reason' in path) why = path.reason;
+  }
+  if (why !== null || !path || 'reason' in path) {
+    if (opts.tensorCores) throw new ShapeError(`attention: tensorCores: true, but ${why}`);
+    return null;
+  }
+  if (!opts.tcTiles) return path;
+  for (const kind of ['fwd', 'dq', 'dkdv'] as TcAttnKind[]) {
+    const p = tcAttnTileProblem(kind, path.plan, ctx.info.limits, D, opts.tcTiles[kind]);
+    if (p) throw new ConfigError(`attention tcTiles.${kind} ${JSON.stringify(opts.tcTiles[kind])}: ${p}`);
+  }
+  return { plan: path.plan, tiles: opts.tcTiles };
+}
+
+const notReady = (kind: string) =>
+  new ShapeError(`attention: tensorCores: true, but the tensor-core ${kind} kernel is not ready (await attentionTcReady(ctx); failures: attentionTcFailures(ctx))`);
 
 function resolve(ctx: Context, q: DeviceTensor, k: DeviceTensor, v: DeviceTensor, opts: AttentionOptions & { tiles?: AttentionTiles }): Resolved {
   const dims = attnDims(ctx, q, k, v, opts.keyMask);
@@ -186,9 +234,17 @@ export function flashAttention(
   const out = opts.out ?? empty(ctx, [B, T, Hq, D]);
   const lse = opts.lse ?? empty(ctx, [B, Hq, T]);
   if (B * T * Hq === 0) return { out, lse };
+  const mask = opts.keyMask;
+  const tc = flashAttentionTcPath(ctx, q, k, v, opts);
+  if (tc) {
+    const ok = encodeTcAttn(ctx, 'fwd', tc, r.dims, mask?.dtype ?? 'u32', 'f16',
+      [q.buffer, k.buffer, v.buffer, mask?.buffer ?? dummyBuffer(ctx), out.buffer, lse.buffer],
+      [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, r.window, mask ? 1 : 0, r.cap.qscale, r.cap.capmul]);
+    if (ok) return { out, lse };
+    if (opts.tensorCores) throw notReady('forward');
+  }
   const tf = r.tiles.fwd;
   const br = tf[0];
-  const mask = opts.keyMask;
   const def: KernelDef = {
     name: `attention_fwd_d${D}_${tileName(tf)}`,
     code: code(`fwd${D}_${tileName(tf)}`, fwdWgsl, fwdConsts(D, tf)),
@@ -280,8 +336,15 @@ export function flashAttentionBackward(
     { name: 'mask', access: 'read', dtype: maskDt },
   ] as const;
   const inBufs = [q.buffer, k.buffer, v.buffer, dOut.buffer, lse.buffer, delta.buffer, maskBuf];
+  const tc = flashAttentionTcPath(ctx, q, k, v, opts);
+  const tcRun = (kind: 'dq' | 'dkdv', outs: DeviceTensor[]): boolean => {
+    if (!tc) return false;
+    if (encodeTcAttn(ctx, kind, tc, r.dims, maskDt, dOut.dtype, [...inBufs, ...outs.map((t) => t.buffer)], params)) return true;
+    if (opts.tensorCores) throw notReady(kind);
+    return false;
+  };
 
-  if (B * S * Hkv > 0) {
+  if (B * S * Hkv > 0 && !tcRun('dkdv', [dk, dv])) {
     const tk = r.tiles.dkdv;
     const bc = tk[0];
     const kdkdv = ctx.kernel({
@@ -292,7 +355,7 @@ export function flashAttentionBackward(
     });
     ctx.dispatch(kdkdv, [...inBufs, dk.buffer, dv.buffer], [Math.ceil(S / bc), Hkv, B], params);
   }
-  if (rows > 0) {
+  if (rows > 0 && !tcRun('dq', [dq])) {
     const tq = r.tiles.dq;
     const br = tq[0];
     const kdq = ctx.kernel({
