@@ -8,7 +8,8 @@
 set -uo pipefail
 work=$1 model=$2 steps=$3 entry=$4
 shift 4
-smi() { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits "$@"; }
+q=(--query-gpu=memory.used --format=csv,noheader,nounits -i 0)
+has_smi=$(command -v nvidia-smi || true)
 for run in "$@"; do
   d="$work/$run"
   rm -rf "$d" && mkdir -p "$d"
@@ -16,16 +17,20 @@ for run in "$@"; do
   case "$run" in nf4*) extra+=(--quantize nf4) ;; esac
   case "$run" in *-f32*) ;; *) extra+=(--mixed-precision bf16) ;; esac
   case "$run" in *-ckpt*) extra+=(--gradient-checkpointing) ;; esac
-  smi -i 0 >"$d/baseline.txt" 2>/dev/null || true
-  smi -i 0 -lms 100 >"$d/smi.txt" 2>/dev/null &
-  spid=$!
+  spid=
+  if [ -n "$has_smi" ]; then
+    nvidia-smi "${q[@]}" >"$d/baseline.txt" 2>/dev/null || true
+    # nvidia-smi itself in the background (not a function's subshell), so that the kill below stops it
+    nvidia-smi "${q[@]}" -lms 100 >"$d/smi.txt" 2>/dev/null &
+    spid=$!
+  fi
   t0=$(date +%s.%N)
   bash .gpu/run.sh "$entry" finetune --model "$model" --data "$work/corpus.txt" --out "$d/out" \
     --targets all --r 16 --alpha 32 --seq-len "${QLORA_SEQ:-512}" --batch-size "${QLORA_BATCH:-4}" --steps "$steps" --lr 1e-4 --val-split 0 \
     --log-every 5 "${extra[@]}" ${QLORA_ARGS:-} >"$d/log.txt" 2>&1
   echo $? >"$d/rc.txt"
   t1=$(date +%s.%N)
-  kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+  if [ -n "$spid" ]; then kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null; fi
   echo "$t1 - $t0" | bc >"$d/wall_s.txt" 2>/dev/null || python3 -c "print(round($t1-$t0,1))" >"$d/wall_s.txt"
   echo "== $run (rc $(cat "$d/rc.txt"), $(cat "$d/wall_s.txt") s): ${extra[*]}" >&2
   tail -n 12 "$d/log.txt" >&2
