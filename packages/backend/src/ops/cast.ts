@@ -4,7 +4,7 @@ import { cachedKernel } from '../kernel-cache';
 import { floatNames, isFloat, type DType } from '../dtype';
 import { ShapeError } from '../errors';
 import { formatOf } from '../format';
-import { grid1d } from '../grid';
+import { dispatch1d } from '../grid';
 import { wgslPacker } from '../kernel';
 import { empty, numel, type DeviceTensor } from '../tensor';
 
@@ -22,7 +22,6 @@ export function cast(ctx: Context, x: DeviceTensor, dtype: DType, out?: DeviceTe
     ],
     params: ['u32:n', 'u32:row'],
   }));
-  const { wg, row } = grid1d(Math.ceil(n / formatOf(dtype).perWord), 256);
-  ctx.dispatch(k, [x.buffer, y.buffer], wg, [n, row]);
+  dispatch1d(ctx, k, [x.buffer, y.buffer], n, [], Math.ceil(n / formatOf(dtype).perWord));
   return y;
 }

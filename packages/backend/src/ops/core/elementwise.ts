@@ -5,7 +5,7 @@ import type { Context } from '../../context';
 import { storageBytes, type DType } from '../../dtype';
 import { formatOf } from '../../format';
 import { ShapeError } from '../../errors';
-import { grid1d } from '../../grid';
+import { dispatch1d } from '../../grid';
 import { checkShape, empty, numel, type DeviceTensor } from '../../tensor';
 import {
   assertFloat,
@@ -69,8 +69,7 @@ export function unary(ctx: Context, op: UnaryOp, x: DeviceTensor, scalar = 0, op
     params: ['u32:n', 'u32:row', 'f32:alpha'],
     consts: { OP: code },
   }));
-  const { wg, row } = grid1d(n, 256);
-  ctx.dispatch(k, [x.buffer, y.buffer], n ? wg : 0, [n, row, scalar]);
+  dispatch1d(ctx, k, [x.buffer, y.buffer], n, [scalar]);
   return y;
 }
 
@@ -144,8 +143,7 @@ export function binary(ctx: Context, op: BinaryOp, a: DeviceTensor, b: DeviceTen
     params: BINARY_PARAMS,
     consts: { OP: code, RANK: rank },
   }));
-  const { wg, row } = grid1d(n, 256);
-  ctx.dispatch(k, [a.buffer, b.buffer, y.buffer], n ? wg : 0, [n, row, ...pr.dims, ...pr.strides[0]!, ...pr.strides[1]!]);
+  dispatch1d(ctx, k, [a.buffer, b.buffer, y.buffer], n, [...pr.dims, ...pr.strides[0]!, ...pr.strides[1]!]);
   return y;
 }
 
@@ -204,8 +202,7 @@ export function fill(ctx: Context, shape: readonly number[], value: number, dtyp
   if (opts.out) checkOut(opts.out, shape, 'fill', dtype);
   const word = fillWord(value, dtype);
   const words = storageBytes(dtype, numel(shape)) / 4;
-  const { wg, row } = grid1d(words, 256);
-  ctx.dispatch(fillKernel(ctx, 'main', false), [y.buffer], words ? wg : 0, [words, row, word, 0]);
+  dispatch1d(ctx, fillKernel(ctx, 'main', false), [y.buffer], words, [word, 0]);
   return y;
 }
 
@@ -220,7 +217,6 @@ export function arange(ctx: Context, n: number, opts: { start?: number; step?: n
   const int = dtype === 'i32';
   if (int && !(Number.isInteger(start) && Number.isInteger(step))) throw new ShapeError(`arange: i32 needs integer start and step (got ${start}, ${step})`);
   const bits = (v: number) => (int ? v >>> 0 : new Uint32Array(Float32Array.of(v).buffer)[0]!);
-  const { wg, row } = grid1d(n, 256);
-  ctx.dispatch(fillKernel(ctx, 'arange', int), [y.buffer], n ? wg : 0, [n, row, bits(start), bits(step)]);
+  dispatch1d(ctx, fillKernel(ctx, 'arange', int), [y.buffer], n, [bits(start), bits(step)]);
   return y;
 }

@@ -6,7 +6,7 @@ import { floatNames, isFloat, storageBytes, type DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import { formatOf } from '../../format';
 import { wgslPacker } from '../../kernel';
-import { grid1d } from '../../grid';
+import { dispatch1d, grid1d } from '../../grid';
 import { checkShape, empty, numel, type DeviceTensor } from '../../tensor';
 import { assertFloat, cachedKernel, checkOut, coalesce, contiguousStrides, fmtShape, MAX_RANK, normAxis, padRank } from './util';
 
@@ -86,8 +86,7 @@ export function stridedCopy(
     params: GATHER_PARAMS,
     consts: { RANK: d.length },
   }));
-  const { wg, row } = grid1d(Math.ceil(n / formatOf(dtype).perWord), 256);
-  ctx.dispatch(k, [x.buffer, y.buffer], wg, [n, row, offset, ...pr.dims, ...pr.strides[0]!]);
+  dispatch1d(ctx, k, [x.buffer, y.buffer], n, [offset, ...pr.dims, ...pr.strides[0]!], Math.ceil(n / formatOf(dtype).perWord));
   return y;
 }
 

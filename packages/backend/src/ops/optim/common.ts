@@ -7,7 +7,7 @@ import type { Context, Kernel } from '../../context';
 import * as checks from '../../checks';
 import { fmtShape } from '../../checks';
 import { ConfigError, ShapeError } from '../../errors';
-import { grid1d } from '../../grid';
+import { dispatch1d, grid1d } from '../../grid';
 import type { BindingSpec, KernelDef, ParamSpec } from '../../kernel';
 import { numel, type DeviceTensor } from '../../tensor';
 import type { SegmentTable } from './table';
@@ -209,6 +209,5 @@ export function fillWords(ctx: Context, buf: GpuBuffer, n: number, value: number
     bindings: [{ name: 'dst', access: 'rw', dtype: 'u32' }],
     params: ['u32:n', 'u32:row', 'u32:value'],
   }));
-  const { wg, row } = grid1d(n, 256);
-  ctx.dispatch(k, [buf], n ? wg : 0, [n, row, value >>> 0]);
+  dispatch1d(ctx, k, [buf], n, [value >>> 0]);
 }

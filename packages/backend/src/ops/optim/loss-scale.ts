@@ -3,7 +3,7 @@ import updateWgsl from '../../../../../shaders/loss-scale-update.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
-import { grid1d } from '../../grid';
+import { dispatch1d } from '../../grid';
 import { numel, upload, type DeviceTensor } from '../../tensor';
 import { assertBindable, assertF32, assertWords, cachedKernel, fillWords, optionalInputs } from './common';
 
@@ -48,8 +48,7 @@ function scaleDispatch(
   if (onGpu) bufs.push(factor.buffer);
   if (found) bufs.push(found.buffer);
   const mul = onGpu ? 1 : invert ? 1 / factor : factor;
-  const { wg, row } = grid1d(Math.ceil(n / 1024) * 256, 256);
-  ctx.dispatch(k, bufs, n ? wg : 0, [n, row, mul]);
+  dispatch1d(ctx, k, bufs, n, [mul], Math.ceil(n / 1024) * 256);
 }
 
 /**
