@@ -15,6 +15,19 @@ const TK: u32 = 32u;
 var<workgroup> xs: array<f32, TM * (TK + 1u)>;
 var<workgroup> ws: array<f32, R * (TK + 1u)>;
 
+// element e of the [TM x TK] X tile at rows t0.., columns kb.. (0 outside X or the chunk)
+fn xload(e: u32, t0: u32, kb: u32, k1: u32) -> f32 {
+  let rr = e / TK;
+  let kk = e % TK;
+  var v = 0.0;
+  if (t0 + rr < p.T && kb + kk < k1) { v = read_x((t0 + rr) * p.K + kb + kk); }
+  return v;
+}
+
+fn xstore(e: u32, v: f32) {
+  xs[(e / TK) * (TK + 1u) + e % TK] = v;
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
   let wid = wg.x + wg.y * p.row;
@@ -27,13 +40,23 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let cg = lid % 4u;
   //@decl
   for (var kb = k0; kb < k1; kb += TK) {
-    for (var e = lid; e < TM * TK; e += 256u) {
-      let rr = e / TK;
-      let kk = e % TK;
-      var v = 0.0;
-      if (t0 + rr < p.T && kb + kk < k1) { v = read_x((t0 + rr) * p.K + kb + kk); }
-      xs[rr * (TK + 1u) + kk] = v;
-    }
+    // the X tile: 8 elements per thread, all 8 loads in flight before the stores
+    let x0 = xload(lid, t0, kb, k1);
+    let x1 = xload(lid + 256u, t0, kb, k1);
+    let x2 = xload(lid + 512u, t0, kb, k1);
+    let x3 = xload(lid + 768u, t0, kb, k1);
+    let x4 = xload(lid + 1024u, t0, kb, k1);
+    let x5 = xload(lid + 1280u, t0, kb, k1);
+    let x6 = xload(lid + 1536u, t0, kb, k1);
+    let x7 = xload(lid + 1792u, t0, kb, k1);
+    xstore(lid, x0);
+    xstore(lid + 256u, x1);
+    xstore(lid + 512u, x2);
+    xstore(lid + 768u, x3);
+    xstore(lid + 1024u, x4);
+    xstore(lid + 1280u, x5);
+    xstore(lid + 1536u, x6);
+    xstore(lid + 1792u, x7);
     for (var e = lid; e < R * TK; e += 256u) {
       var j: u32;
       var kk: u32;

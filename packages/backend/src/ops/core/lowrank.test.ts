@@ -19,7 +19,7 @@ describe('low-rank products (LoRA: x A^T, dY B, dY^T u, v^T x)', () => {
     ['rk', 'f32', 'f32', 37, 75, 5],
     ['kr', 'f16', 'f32', 21, 130, 16],
     ['rk', 'f16', 'f16', 9, 33, 1],
-    ['kr', 'f32', 'f16', 70, 64, 33],
+    ['kr', 'f32', 'f16', 70, 64, 31],
   ] as const)('lowRankProject W %s, X %s, W %s, T %d K %d R %d: float64 reference, accumulate into a poisoned out', async (layout, xd, wd, T, K, R) => {
     const x = randn(T * K, 1);
     const w = randn(R * K, 2);
@@ -50,7 +50,7 @@ describe('low-rank products (LoRA: x A^T, dY B, dY^T u, v^T x)', () => {
     ['qr', 'f32', 'f32', 45, 300, 7],
     ['rq', 'f16', 'f32', 1000, 70, 16],
     ['qr', 'f16', 'f16', 130, 513, 3],
-    ['rq', 'f32', 'f32', 3, 17, 64],
+    ['rq', 'f32', 'f32', 3, 17, 32],
   ] as const)('lowRankOuter C %s, Y %s, Z %s, T %d Q %d R %d: float64 reference, accumulate into a poisoned out', async (layout, yd, zd, T, Q, R) => {
     const y = randn(T * Q, 4);
     const z = randn(T * R, 5);
@@ -81,9 +81,9 @@ describe('low-rank products (LoRA: x A^T, dY B, dY^T u, v^T x)', () => {
     const X = upload(ctx, new Float32Array(12), [3, 4]);
     const W = upload(ctx, new Float32Array(8), [2, 4]);
     const Z = upload(ctx, new Float32Array(10), [5, 2]);
-    const big = upload(ctx, new Float32Array(4 * 65), [65, 4]);
+    const big = upload(ctx, new Float32Array(4 * 33), [33, 4]);
     expect(() => lowRankProject(ctx, X, W, { wLayout: 'kr' })).toThrow(/differ in K/);
-    expect(() => lowRankProject(ctx, X, big)).toThrow(/rank 65/);
+    expect(() => lowRankProject(ctx, X, big)).toThrow(/rank 33/);
     expect(() => lowRankProject(ctx, X, W, { accumulate: true })).toThrow(/needs out/);
     expect(() => lowRankOuter(ctx, X, Z)).toThrow(/differ in rows/);
     release(ctx, X, W, Z, big);

@@ -8,14 +8,15 @@ import { grid1d, grid2d } from '../../grid';
 import { cachedKernel } from '../../kernel-cache';
 import { empty, type DeviceTensor } from '../../tensor';
 
-/** The largest rank the low-rank kernels take (R accumulators per thread). */
-export const LOWRANK_MAX_R = 64;
+/** The largest rank the low-rank kernels take (R straight-line accumulators per thread: larger ranks compile
+ *  slowly and run on matmul). */
+export const LOWRANK_MAX_R = 32;
 
 const rowsOf = (t: DeviceTensor) => t.shape.slice(0, -1).reduce((a, d) => a * d, 1);
 const last = (t: DeviceTensor) => t.shape[t.shape.length - 1]!;
 
 /** Fill the //@decl, //@fma and //@store lines of a low-rank shader (straight-line accumulators for rank R). */
-function unrolled(src: string, R: number, hooks: Record<'decl' | 'fma' | 'store', (i: number) => string>, n: number, guard?: (i: number) => string | null): string {
+function unrolled(src: string, R: number, hooks: Record<string, (i: number) => string>, n: number, guard?: (i: number) => string | null): string {
   const body = src.replace(/^(\s*)\/\/@(\w+)$/gm, (_, ind: string, k: string) => {
     const make = hooks[k as keyof typeof hooks];
     if (!make) throw new Error(`lowrank: unknown hook //@${k}`);
@@ -38,11 +39,13 @@ function rowsCode(R: number): string {
   }, n, (i) => (4 * i + 3 >= R ? `cg + ${4 * i}u < R` : null));
 }
 
-/** lowrank-outer for rank R: R accumulators per thread. */
+/** lowrank-outer for rank R: R accumulators per thread; four rows per step up to rank 16. */
 function outerCode(R: number): string {
-  return unrolled(outerWgsl, R, {
+  const quad = R <= 16;
+  return `const QUAD: bool = ${quad};\n` + unrolled(outerWgsl, R, {
     decl: (j) => `var a_${j} = 0.0;`,
-    fma: (j) => `a_${j} += yv * zs[zo + ${j}u];`,
+    fma: (j) => `a_${j} += y0 * zs[zo + ${j}u];`,
+    fma4: (j) => (!quad ? '' : `a_${j} += y0 * zs[zo + ${j}u]; a_${j} += y1 * zs[zo + ${R + j}u]; a_${j} += y2 * zs[zo + ${2 * R + j}u]; a_${j} += y3 * zs[zo + ${3 * R + j}u];`),
     store: (j) => `part[o + ${j}u] = a_${j};`,
   }, R);
 }
