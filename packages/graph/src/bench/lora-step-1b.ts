@@ -10,7 +10,7 @@
 //                         [--heads 32] [--kv 4] [--vocab 32000] [--batch 4] [--seq 512] [--r 16] [--steps 10]
 //                         [--warmup 3] [--checkpointing] [--profile] [--quick] [--tc-min-big N]
 // --tc-min-big: tuning, the tile count from which the tensor-core matmul takes its big tile (tcTuning.minBigTiles).
-import { createContext, tcTuning, type DType } from '@rusty/backend';
+import { createContext, kernelsReady, tcTuning, type DType } from '@rusty/backend';
 import { AdamW, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import { applyLora, CausalLM, loraTargets, parseModelConfig } from '../index';
 
@@ -86,6 +86,10 @@ function step(): Tensor {
 }
 
 for (let i = 0; i < warmup; i++) step().dispose();
+// tensor-core pipelines are built after an asynchronous WGSL check (portable kernels run meanwhile): time only
+// steps that run the final kernels
+await kernelsReady(ctx);
+step().dispose();
 await ctx.sync();
 if (flag('--profile')) ctx.profiler.reset();
 ctx.resetPeak();
