@@ -1,6 +1,6 @@
 // `rusty devices`' compute paths: on this machine's adapter (lavapipe: no subgroup matrices, everything portable),
 // and on adapters described by their info alone (an H200's subgroup-matrix configurations through Vulkan, Apple's
-// 8x8x8, one without shader-f16), through the backend's own selection functions.
+// 8x8x8, one without shader-f16), through the backend's own selection functions (matmul and attention).
 import { createContext, TC_TILES, tcTuning, type Context, type ContextInfo } from '@rusty/backend';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { computePathLines, computePaths } from './compute-paths';
@@ -31,7 +31,11 @@ describe('compute paths', () => {
     expect(p.matmul.bf16.reason).toMatch(/operands are bf16 x bf16, tensor cores take f16 x f16/);
     expect(p.matmul.bf16.detail).toMatch(/bf16 operands unpacked to f32/);
     expect(Object.keys(p.attention)).toEqual(['D=64', 'D=128']);
-    expect(p.attention['D=64']!.detail).toMatch(/^flash attention.*tiles fwd \d+x\d+(x\d+)?, dK\/dV \d+x\d+(x\d+)?, dQ \d+x\d+(x\d+)?$/);
+    for (const D of ['D=64', 'D=128']) {
+      expect(p.attention[D]!.path).toBe(tc ? 'tensor-cores' : 'portable');
+      expect(p.attention[D]!.detail).toMatch(/^flash attention.*tiles fwd \d+x\d+(x\d+)?, dK\/dV \d+x\d+(x\d+)?, dQ \d+x\d+(x\d+)?$/);
+      if (!ctx.info.features.subgroupMatrix) expect(p.attention[D]!.reason).toMatch(/no chromium-experimental-subgroup-matrix/);
+    }
   });
 
   it('an H200 through Vulkan: f16 x f16 on tensor cores with the largest f16 -> f32 fragment and the tiles auto runs', async () => {
@@ -47,6 +51,8 @@ describe('compute paths', () => {
     expect(p.matmul.f16.detail).toContain(`subgroup matrices 16x16x16 f16 -> f32, subgroup size 32; tiles ${big.bm}x${big.bn}x${big.bk} (2048 x 5632)`);
     expect(p.matmul.bf16).toMatchObject({ path: 'portable', reason: expect.stringMatching(/bf16 x bf16/) });
     expect(p.matmul.f32).toMatchObject({ path: 'portable', reason: expect.stringMatching(/f32 x f32/) });
+    for (const D of ['D=64', 'D=128'])
+      expect(p.attention[D]!).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^flash attention, Q K\^T and P V on subgroup matrices 16x16x16 f16 -> f32, softmax in f32; tiles fwd \d+x\d+, dK\/dV \d+x\d+, dQ \d+x\d+$/) });
     const lines = computePathLines(p);
     expect(lines[1]).toMatch(/^ {2}matmul f16 x f16 +tensor cores: subgroup matrices 16x16x16/);
     // Apple through Metal offers 8x8x8: never a hard-coded fragment
@@ -55,6 +61,7 @@ describe('compute paths', () => {
     // subgroup matrices without shader-f16: portable, and says why
     const noF16 = withInfo({ ...h200.info, features: { ...h200.info.features, shaderF16: false } });
     expect(computePaths(noF16).matmul.f16).toMatchObject({ path: 'portable', reason: 'the adapter has no shader-f16' });
+    expect(computePaths(noF16).attention['D=64']).toMatchObject({ path: 'portable', reason: 'the adapter has no shader-f16' });
   });
 
   it('rusty devices prints the paths, and --json has them', async () => {
@@ -64,7 +71,7 @@ describe('compute paths', () => {
     const text = out.join('');
     expect(text).toMatch(/^compute paths$/m);
     expect(text).toMatch(/^ {2}matmul f16 x f16 +(tensor cores|portable): /m);
-    expect(text).toMatch(/^ {2}attention D=128 +portable: flash attention/m);
+    expect(text).toMatch(/^ {2}attention f16 D=128 +(tensor cores|portable): flash attention/m);
     out.length = 0;
     expect(await main(['devices', '--json'])).toBe(0);
     const j = JSON.parse(out.join(''));

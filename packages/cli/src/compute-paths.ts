@@ -1,6 +1,6 @@
 // Which kernel paths an adapter gets, for `rusty devices`: asked of the backend's own selection functions (the ones
 // the ops call), never decided here.
-import { attentionTiles, chooseTcTile, matmulPath, type Context, type FloatDType, type TcTile } from '@rusty/backend';
+import { attentionTiles, chooseTcTile, flashAttentionTcPath, matmulPath, type Context, type DeviceTensor, type FloatDType, type TcTile } from '@rusty/backend';
 
 /** How one kind of product runs on this adapter. */
 export interface ComputePath {
@@ -12,9 +12,10 @@ export interface ComputePath {
   reason?: string;
 }
 
-/** The kernel paths of an adapter: matmul per operand dtype, attention per head dim. */
+/** The kernel paths of an adapter: matmul per operand dtype, attention (f16 q, k, v) per head dim. */
 export interface ComputePaths {
   matmul: Record<FloatDType, ComputePath>;
+  /** By `D=<head dim>`; f32 and bf16 inputs always take the portable kernels. */
   attention: Record<string, ComputePath>;
 }
 
@@ -51,14 +52,29 @@ function matmulOf(ctx: Context, dtype: FloatDType): ComputePath {
 /** Head dims shown for attention (Llama 1B-8B: 64 and 128). */
 const HEAD_DIMS = [64, 128];
 
+const TC_REFUSAL = /^attention: tensorCores: true, but /;
+
 function attentionOf(ctx: Context, D: number): ComputePath {
+  // the op's own choice for f16 q, k, v of head dim D (it reads their dtypes and shapes only)
+  const q = { dtype: 'f16', shape: [1, 1, 1, D] } as unknown as DeviceTensor;
+  let reason: string;
+  try {
+    const p = flashAttentionTcPath(ctx, q, q, q, { tensorCores: true })!;
+    const f = p.plan.frag;
+    const block = (t: { nsg: number; b: number }) => `${t.nsg * f.M}x${t.b}`;
+    return {
+      path: 'tensor-cores',
+      detail:
+        `flash attention, Q K^T and P V on subgroup matrices ${f.M}x${f.N}x${f.K} ${f.componentType} -> ${f.resultComponentType}, softmax in f32; ` +
+        `tiles fwd ${block(p.tiles.fwd)}, dK/dV ${block(p.tiles.dkdv)}, dQ ${block(p.tiles.dq)}`,
+    };
+  } catch (e) {
+    if (!TC_REFUSAL.test((e as Error).message)) throw e;
+    reason = (e as Error).message.replace(TC_REFUSAL, '');
+  }
   const t = attentionTiles(ctx, D);
   const s = (x: readonly number[]) => x.join('x');
-  return {
-    path: 'portable',
-    detail: `flash attention, f32 arithmetic (f16/bf16 inputs unpacked); tiles fwd ${s(t.fwd)}, dK/dV ${s(t.dkdv)}, dQ ${s(t.dq)}`,
-    reason: 'no tensor-core attention kernels in this build',
-  };
+  return { path: 'portable', detail: `flash attention, f32 arithmetic (f16/bf16 inputs unpacked); tiles fwd ${s(t.fwd)}, dK/dV ${s(t.dkdv)}, dQ ${s(t.dq)}`, reason };
 }
 
 /** Which matmul and attention kernels this adapter runs (what `rusty devices` shows). */
@@ -76,6 +92,6 @@ export function computePathLines(p: ComputePaths): string[] {
   return [
     'compute paths',
     ...(['f16', 'bf16', 'f32'] as const).map((d) => line(`matmul ${d} x ${d}`, p.matmul[d])),
-    ...Object.entries(p.attention).map(([k, c]) => line(`attention ${k}`, c)),
+    ...Object.entries(p.attention).map(([k, c]) => line(`attention f16 ${k}`, c)),
   ];
 }

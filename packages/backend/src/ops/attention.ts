@@ -2,6 +2,7 @@ export { type AttentionOptions } from './attention/common';
 export {
   flashAttention,
   flashAttentionBackward,
+  flashAttentionTcPath,
   type FlashAttentionOptions,
   type FlashAttentionBackwardOptions,
   type FlashAttentionResult,
