@@ -4,7 +4,7 @@
 // operands, and the transient f16 weight neither outlives the forward nor is saved for backward.
 import { createContext, dequantize, download, f16BitsToF32, f32ToF16Bits, quantize, quantSpec, releaseQuant, upload, type Context, type QuantTensor } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { autocast, gradcheck, mul, quantLinear, sum, Tensor } from '../index';
+import { autocast, cast, gradcheck, mul, quantLinear, sum, Tensor } from '../index';
 import { randn } from '../random';
 
 let ctx: Context;
@@ -92,6 +92,17 @@ describe("quantLinear with compute: 'f16'", () => {
     expect(await quantLinear(x, w).toArray()).toEqual(f32);
     expect(await autocast('f16', () => quantLinear(x, w, null, { compute: 'f32' })).toArray()).toEqual(f32);
   });
+
+  for (const rows of [3, 24])
+    it(`takes an f16 input (what toCompute hands a shared projection under autocast) as the same f16 product (${rows} rows)`, async () => {
+      const x = Tensor.randn(ctx, [rows, 70], { seed: 31 + rows });
+      const xh = cast(x, 'f16');
+      expect(xh.dtype).toBe('f16');
+      const want = await quantLinear(x, w, null, { compute: 'f16' }).toArray();
+      // decode rows: the GEMV reads x as given, so compare with the f16-rounded input's f32 product
+      const ref = rows <= 16 ? await quantLinear(cast(xh, 'f32'), w, null, { compute: 'f16' }).toArray() : want;
+      expect(relErr(await quantLinear(xh, w).toArray(), ref)).toBeLessThan(1e-5);
+    });
 
   it('keeps no f16 copy of the weight: live memory after forward is the output alone, and backward frees it again', async () => {
     const rows = 40;
