@@ -140,8 +140,11 @@ async function main() {
     const ms = avg((r) => r[k].ms);
     const n = avg((r) => r[k].dispatches);
     const inDispatch = avg((r) => r[k].dispatchMs);
+    const sorted = rows.map((r) => r[k].ms).sort((x, y) => x - y);
     return {
       ms: +ms.toFixed(3),
+      // the median step: robust to the garbage-collection pauses and CPU contention that inflate the mean
+      medianMs: +sorted[sorted.length >> 1]!.toFixed(3),
       dispatches: n,
       usPerDispatch: +((ms * 1e3) / n).toFixed(2),
       inDispatchUsPerDispatch: +((inDispatch * 1e3) / n).toFixed(2),
