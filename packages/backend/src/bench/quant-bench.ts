@@ -1,33 +1,41 @@
 /**
- * Quantized weights on the GPU machine (a program, not a test). Prints ONE JSON object:
+ * Quantized weights on the GPU machine (a program, not a test). Prints ONE JSON object; exits 1 when a check
+ * fails. Sections (default: --checks --gemv --int8; --all adds the older --memory and --training and --probe):
  * - `adapter`: the adapter and its subgroup-matrix configurations, with the int8 ones (i8/u8 -> i32/u32) apart;
+ * - `gemvChecks` (`--gemv-checks`) and `i8Checks` (`--i8-checks`; `--checks`: both): the GPU check list: every GEMV
+ *   case of `gemvGpuCases` (unrolled kernels, every format, 1-16 rows, odd sizes, each swept tuning) and every int8
+ *   case of `i8Cases` (portable and tensor-core kernels, every tile) against float64;
  * - `copy`: the vec4 copy kernel's bandwidth (bytes read + written), the yardstick of the GEMV;
- * - `memory`: GPU bytes of the 1.1B configuration's linear weights (TinyLlama: hidden 2048, intermediate 5632,
- *   22 layers, 4 KV heads of 64) quantized on the GPU per format, measured from the pool (size classes included)
- *   and exact, against f32; and the
- *   whole model's ratio with the embeddings and LM head (32000 x 2048 each) kept in bf16;
- * - `gemv`: the decode shape (1 and 16 rows) per format: GPU time, bytes read (codes + scales + x), GB/s, and
- *   the f16-weight GEMV of the same shape through `matmul` for comparison;
- * - `tiled`: the fused dequant-matmul (`tiled`) and dequantize-then-matmul (`dequant`) forward and input gradient
- *   at training shape, TFLOP/s beside the f32 and f16-weight `matmul` (all kernels of a call summed).
- * - `int8TensorCores`: an i8 x i8 -> i32 subgroup-matrix probe kernel's TOPS at 4096^3 (sampled exact check)
- *   beside the f16 `matmul` TFLOP/s of the same shape, or why it is unavailable.
- * Each fused result is checked against `matmul` on the dequantized weight (relative error printed).
+ * - `gemv` (`--gemv`): the decode shapes (1, 4 and 16 rows): kernel time (profiler) with the weight rotated over
+ *   enough copies to exceed the L2 cache several times, bytes read (codes + scales + x), GB/s and the fraction of
+ *   the copy bandwidth, beside the f16 GEMV (`gemv16`, same kernel) and the f16 `matmul` of the same shape;
+ *   first a sweep of rows per workgroup x threads on int4 (the chosen tuning is the best mean);
+ * - `int8` (`--int8`): int8 x int8 TOPS at 4096^3 (each tensor-core tile, the portable kernel, and int8Linear with
+ *   the row quantization) beside the f16 tensor-core `matmul` TFLOP/s of the same shape;
+ * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
  *
- *   bash .gpu/run.sh quant-bench [--quick] [--reps=N]
+ *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--checks | --gemv-checks | --i8-checks] [--gemv] [--int8] [--all]
  */
 import i8ProbeWgsl from '../../../../shaders/quant-i8-probe.wgsl';
 import { createContext, type Context } from '../context';
-import { matmul } from '../ops/core/matmul';
+import { kernelsReady } from '../kernel-cache';
+import { matmul, matmulPath } from '../ops/core/matmul';
 import { copy } from '../ops/core/transpose';
-import { quantBytes, quantSpec, type QuantSpec } from '../ops/quant/formats';
+import { quantBytes, quantLayout, quantSpec, type QuantSpec } from '../ops/quant/formats';
+import { gemv16, gemvTuning } from '../ops/quant/gemv';
+import { GEMV_TOL, gemvCaseName, gemvGpuCases, runGemvCase } from '../ops/quant/gemv.cases';
+import { contextI8Plan, I8_TILES, i8TcFailures, i8TensorCoresReady, i8TileProblem, int8Linear, int8Matmul, lastI8Kernel, quantizeRowsI8 } from '../ops/quant/int8-linear';
+import { i8Cases, runI8Case } from '../ops/quant/int8-linear.cases';
 import { quantLinear, quantLinearBackward } from '../ops/quant/qmatmul';
 import { dequantize, quantize, releaseQuant } from '../ops/quant/quantize';
-import { download, empty, release, upload, uploadBytes, type DeviceTensor } from '../tensor';
+import { download, empty, poison, release, upload, uploadBytes, type DeviceTensor } from '../tensor';
 import { relErr, rng } from '../testing';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
+const flag = (n: string) => args.includes(`--${n}`) || args.includes('--all');
+const only = ['checks', 'gemv-checks', 'i8-checks', 'gemv', 'int8', 'memory', 'training', 'probe'].some((n) => args.includes(`--${n}`));
+const section = (n: string) => flag(n) || (n.endsWith('-checks') && flag('checks')) || (!only && ['gemv-checks', 'i8-checks', 'gemv', 'int8'].includes(n));
 const reps = Number(args.find((a) => a.startsWith('--reps='))?.split('=')[1] ?? (quick ? 3 : 20));
 const log = (s: string) => process.stderr.write(s + '\n');
 
@@ -41,6 +49,8 @@ function randomData(n: number, seed: number, scale = 1): Float32Array {
 /** GPU time (s) per call of f: the profiler's time of every kernel f dispatches (the names are for the log), or
  *  wall time without timestamp queries. */
 async function gpuTime(ctx: Context, names: string[], f: () => void): Promise<number> {
+  f();
+  await kernelsReady(ctx); // subgroup-matrix kernels are checked asynchronously on first use
   for (let i = 0; i < 2; i++) f();
   await ctx.sync();
   const t0 = performance.now();
@@ -67,7 +77,7 @@ const SPECS: [string, QuantSpec][] = [
 async function main() {
   const ctx = await createContext({ profile: true });
   const info = ctx.info;
-  const out: Record<string, unknown> = { date: new Date().toISOString(), quick, reps };
+  const out: Record<string, unknown> = { date: new Date().toISOString(), quick, reps, args };
   const configs = (info.subgroupMatrixConfigs ?? []) as unknown as Record<string, unknown>[];
   out.adapter = {
     vendor: info.vendor,
@@ -75,10 +85,61 @@ async function main() {
     description: info.description,
     isSoftware: info.isSoftware,
     features: info.features,
+    subgroupSizes: info.subgroupSizes,
     subgroupMatrixConfigs: configs,
     int8SubgroupMatrix: configs.filter((c) => /^[iu]8$/.test(String(c.componentType))),
+    int8Plan: contextI8Plan(ctx),
   };
   log(`adapter: ${info.description} (${info.vendor}); int8 subgroup matrices: ${JSON.stringify((out.adapter as { int8SubgroupMatrix: unknown }).int8SubgroupMatrix)}`);
+  let failed = 0;
+
+  if (section('gemv-checks')) {
+    const t0 = performance.now();
+    const gemv: Record<string, unknown>[] = [];
+    for (const c of gemvGpuCases()) {
+      let err: number;
+      try {
+        err = await runGemvCase(ctx, c);
+      } catch (e) {
+        err = Infinity;
+        log(`gemv check ${gemvCaseName(c)}: ${(e as Error).message.slice(0, 400)}`);
+      }
+      if (!(err < GEMV_TOL)) {
+        failed++;
+        gemv.push({ name: gemvCaseName(c), relErr: err });
+      }
+    }
+    out.gemvChecks = { cases: gemvGpuCases().length, tol: GEMV_TOL, failures: gemv, seconds: (performance.now() - t0) / 1e3 };
+    log(`gemv checks: ${JSON.stringify(out.gemvChecks)}`);
+  }
+  if (section('i8-checks')) {
+    const t0 = performance.now();
+    const i8: Record<string, unknown>[] = [];
+    let i8Worst = 0;
+    const i8All = i8Cases(ctx);
+    for (const c of i8All) {
+      try {
+        const r = await runI8Case(ctx, c);
+        i8Worst = Math.max(i8Worst, r.worst);
+        const kernelOk = c.path === 'tc' ? /-tc-/.test(r.kernel) : r.kernel === 'quant-i8-matmul';
+        if (!(r.worst <= 1) || !kernelOk) {
+          failed++;
+          i8.push({ ...r });
+        }
+      } catch (e) {
+        failed++;
+        i8.push({ name: `${c.path} ${c.M}x${c.N}x${c.K} ${c.tile ?? ''}`, error: (e as Error).message.slice(0, 600) });
+      }
+    }
+    out.i8Checks = {
+      i8Cases: i8All.length,
+      i8TcCases: i8All.filter((c) => c.path === 'tc').length,
+      i8WorstOverF32Rounding: i8Worst,
+      i8Failures: i8,
+      seconds: (performance.now() - t0) / 1e3,
+    };
+    log(`int8 checks: ${JSON.stringify(out.i8Checks)}`);
+  }
 
   // copy bandwidth
   {
@@ -92,7 +153,7 @@ async function main() {
   }
 
   // weight memory of the 1.1B configuration
-  {
+  if (section('memory')) {
     const h = quick ? 256 : 2048;
     const inter = quick ? 704 : 5632;
     const layers = quick ? 2 : 22;
@@ -135,49 +196,10 @@ async function main() {
   }
 
   // decode GEMV
-  {
-    const shapes: [number, number][] = quick ? [[256, 512]] : [[5632, 2048], [4096, 4096], [14336, 4096]];
-    const rows = [];
-    for (const [N, K] of shapes) {
-      const w = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
-      for (const M of [1, 16]) {
-        const x = upload(ctx, randomData(M * K, 9), [M, K]);
-        const yF16 = empty(ctx, [M, N]);
-        const tF16 = await gpuTime(ctx, ['matmul-v0', 'matmul-v1', 'matmul-v4', 'matmul-v5'], () => matmul(ctx, x, w, { transB: true, out: yF16 }));
-        const ref = await download(ctx, yF16);
-        for (const [name, spec] of SPECS) {
-          const q = quantize(ctx, w, spec);
-          const wd = dequantize(ctx, q);
-          const refQ = await download(ctx, matmul(ctx, x, wd, { transB: true }));
-          const y = empty(ctx, [M, N]);
-          const t = await gpuTime(ctx, ['dequant-gemv', 'dequant-dq-scales'], () => quantLinear(ctx, x, q, { out: y, variant: 'gemv' }));
-          const err = relErr(await download(ctx, y), refQ);
-          const codeBytes = N * q.layout.wpr * 4;
-          const scaleBytes = spec.doubleQuant ? N * q.layout.nb * (1 + 4 / 256) : N * q.layout.nb * (q.layout.scaleDtype === 'f16' ? 2 : 4);
-          const read = codeBytes + scaleBytes + M * K * 4;
-          rows.push({
-            N, K, M, format: name,
-            us: t * 1e6,
-            bytesRead: read,
-            GBps: read / t / 1e9,
-            f16us: tF16 * 1e6,
-            speedupVsF16: tF16 / t,
-            relErrVsDequantMatmul: err,
-            quantNoiseVsF16: relErr(refQ, ref),
-          });
-          log(`gemv ${name} [${M}x${K}]x[${N}x${K}]^T: ${(t * 1e6).toFixed(1)} us, ${(read / t / 1e9).toFixed(0)} GB/s, f16 ${(tF16 * 1e6).toFixed(1)} us`);
-          releaseQuant(ctx, q);
-          release(ctx, wd, y);
-        }
-        release(ctx, x, yF16);
-      }
-      release(ctx, w);
-    }
-    out.gemv = rows;
-  }
+  if (section('gemv')) await gemvBench(ctx, out);
 
   // training shape
-  {
+  if (section('training')) {
     const [M, N, K] = quick ? [256, 704, 256] : [4096, 5632, 2048];
     const flops = 2 * M * N * K;
     const w32 = upload(ctx, randomData(N * K, 3, 0.02), [N, K]);
@@ -210,11 +232,168 @@ async function main() {
     }
     out.tiled = { M, N, K, rows };
   }
+  if (section('int8')) out.int8 = await int8Bench(ctx);
   // the probe last: the JSON so far goes to the log first, in case the probe does not return
-  log(`results before the int8 probe: ${JSON.stringify(out)}`);
-  out.int8TensorCores = await int8Probe(ctx, configs);
+  if (section('probe')) {
+    log(`results before the int8 probe: ${JSON.stringify(out)}`);
+    out.int8Probe = await int8Probe(ctx, configs);
+  }
+  out.failedChecks = failed;
   process.stdout.write(JSON.stringify(out, null, 1) + '\n');
+  if (failed) process.exitCode = 1;
   ctx.destroy();
+}
+
+/** Sum over shapes of log(time / the shape's best time): lower is better (a geometric-mean ranking). */
+function rank(times: number[][]): number[] {
+  const best = times[0]!.map((_, si) => Math.min(...times.map((t) => t[si]!)));
+  return times.map((t) => t.reduce((s, v, si) => s + Math.log(v / best[si]!), 0));
+}
+
+/** The decode GEMV section (see the header). */
+async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<void> {
+  const copyGBps = (out.copy as { GBps: number }).GBps;
+  const rotateBytes = quick ? 1 << 24 : 400e6; // several times the 50 MB L2
+  const copiesFor = (bytes: number) => Math.max(2, Math.min(64, Math.ceil(rotateBytes / bytes)));
+  const int4 = quantSpec('int4', 64);
+  /** Kernel time of y = x W^T over rotated copies of one weight. */
+  const timeQuant = async (N: number, K: number, M: number, spec: QuantSpec, w16: DeviceTensor) => {
+    const n = copiesFor(quantBytes(spec, N, K));
+    const qs = Array.from({ length: n }, () => quantize(ctx, w16, spec));
+    const x = upload(ctx, randomData(M * K, 9), [M, K]);
+    const y = empty(ctx, [M, N]);
+    let i = 0;
+    const t = await gpuTime(ctx, ['dequant-gemv-sg'], () => quantLinear(ctx, x, qs[i++ % n]!, { out: y, variant: 'gemv' }));
+    const ref = matmul(ctx, x, dequantize(ctx, qs[0]!), { transB: true });
+    quantLinear(ctx, x, qs[0]!, { out: y, variant: 'gemv' });
+    const err = relErr(await download(ctx, y), await download(ctx, ref));
+    for (const q of qs) releaseQuant(ctx, q);
+    release(ctx, x, y, ref);
+    ctx.trimPool();
+    return { t, err, l: quantLayout(spec, N, K) };
+  };
+  // sweep: rows of W per workgroup x threads, int4/64, one row of X
+  const sweepShapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [5632, 2048], [2048, 2048]];
+  const variants: { rows: number; threads: number }[] = [];
+  for (const rows of [1, 2, 4, 8]) for (const threads of [0, 64, 128, 256]) variants.push({ rows, threads });
+  const sweep: number[][] = variants.map(() => []);
+  for (const [N, K] of sweepShapes) {
+    const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
+    for (const [vi, v] of variants.entries()) {
+      Object.assign(gemvTuning, v);
+      sweep[vi]!.push((await timeQuant(N, K, 1, int4, w16)).t * 1e6);
+    }
+    release(ctx, w16);
+  }
+  const r1 = rank(sweep);
+  const best = variants[r1.indexOf(Math.min(...r1))]!;
+  Object.assign(gemvTuning, best);
+  // rows per workgroup for 16 rows of X
+  const manyVariants = [1, 2, 4];
+  const manySweep: number[][] = manyVariants.map(() => []);
+  for (const [N, K] of sweepShapes.slice(0, 2)) {
+    const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
+    for (const [vi, rowsMany] of manyVariants.entries()) {
+      gemvTuning.rowsMany = rowsMany;
+      manySweep[vi]!.push((await timeQuant(N, K, 16, int4, w16)).t * 1e6);
+    }
+    release(ctx, w16);
+  }
+  const r16 = rank(manySweep);
+  gemvTuning.rowsMany = manyVariants[r16.indexOf(Math.min(...r16))]!;
+  out.gemvSweep = {
+    shapes: sweepShapes,
+    oneRow: variants.map((v, vi) => ({ ...v, us: sweep[vi]!.map((t) => +t.toFixed(2)) })),
+    sixteenRows: manyVariants.map((rowsMany, vi) => ({ rowsMany, us: manySweep[vi]!.map((t) => +t.toFixed(2)) })),
+    chosen: { ...gemvTuning },
+  };
+  log(`gemv sweep: ${JSON.stringify(out.gemvSweep)}`);
+
+  const shapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [5632, 2048], [2048, 5632], [2048, 2048], [256, 2048]];
+  const rows: Record<string, unknown>[] = [];
+  for (const [N, K] of shapes) {
+    const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
+    const nf = copiesFor(2 * N * K);
+    const ws = Array.from({ length: nf }, () => copy(ctx, w16));
+    for (const M of [1, 4, 16]) {
+      const x = upload(ctx, randomData(M * K, 9), [M, K]);
+      const y = empty(ctx, [M, N]);
+      let i = 0;
+      const tG = await gpuTime(ctx, ['gemv16'], () => gemv16(ctx, x, ws[i++ % nf]!, { out: y }));
+      const tM = await gpuTime(ctx, ['matmul'], () => matmul(ctx, x, ws[i++ % nf]!, { transB: true, out: y }));
+      const f16Read = 2 * N * K + 4 * M * K;
+      const row: Record<string, unknown> = {
+        N, K, M,
+        f16Gemv: { us: tG * 1e6, GBps: f16Read / tG / 1e9, ofCopy: f16Read / tG / 1e9 / copyGBps },
+        f16Matmul: { us: tM * 1e6, GBps: f16Read / tM / 1e9 },
+      };
+      for (const [name, spec] of SPECS) {
+        const { t, err, l } = await timeQuant(N, K, M, spec, w16);
+        const scaleBytes = spec.doubleQuant ? N * l.nb * (1 + 4 / 256) : N * l.nb * (l.scaleDtype === 'f16' ? 2 : 4);
+        const read = N * l.wpr * 4 + scaleBytes + 4 * M * K;
+        row[name] = { us: t * 1e6, bytesRead: read, GBps: read / t / 1e9, ofCopy: read / t / 1e9 / copyGBps, vsF16Gemv: tG / t, vsF16Matmul: tM / t, relErrVsDequantMatmul: err };
+      }
+      rows.push(row);
+      log(`gemv ${JSON.stringify(row)}`);
+      release(ctx, x, y);
+    }
+    release(ctx, w16, ...ws);
+    ctx.trimPool();
+  }
+  out.gemv = { copyGBps, rotateBytes, rows };
+}
+
+/** The int8 section (see the header). */
+async function int8Bench(ctx: Context): Promise<Record<string, unknown>> {
+  const S = quick ? 256 : 4096;
+  const flops = 2 * S * S * S;
+  const res: Record<string, unknown> = { shape: [S, S, S], plan: contextI8Plan(ctx) };
+  const w = quantize(ctx, upload(ctx, randomData(S * S, 3, 0.05), [S, S]), quantSpec('int8', 0));
+  const x = upload(ctx, randomData(S * S, 4), [S, S]);
+  const a = quantizeRowsI8(ctx, x);
+  const y = empty(ctx, [S, S]);
+  const tP = await gpuTime(ctx, ['quant-i8-matmul'], () => int8Matmul(ctx, a, w, { out: y, path: 'portable' }));
+  const yPortable = await download(ctx, y);
+  res.portable = { ms: tP * 1e3, TOPS: flops / tP / 1e12 };
+  log(`int8 portable: ${(flops / tP / 1e12).toFixed(1)} TOPS`);
+  const plan = contextI8Plan(ctx);
+  if ('frag' in plan) {
+    const tiles: Record<string, unknown> = {};
+    for (const [name, tile] of Object.entries(I8_TILES)) {
+      if (i8TileProblem(tile, plan, ctx.info.limits)) continue;
+      try {
+        int8Matmul(ctx, a, w, { out: y, tile });
+        await i8TensorCoresReady(ctx);
+        const fails = [...i8TcFailures(ctx)].map(([k, e]) => `${k}: ${e.message.slice(0, 400)}`);
+        if (fails.length) {
+          tiles[name] = { error: fails };
+          continue;
+        }
+        poison(ctx, y);
+        const t = await gpuTime(ctx, ['quant-i8-matmul-tc'], () => int8Matmul(ctx, a, w, { out: y, path: 'tc', tile }));
+        const got = await download(ctx, y);
+        let diff = 0;
+        for (let i = 0; i < got.length; i++) diff = Math.max(diff, Math.abs(got[i]! - yPortable[i]!));
+        tiles[name] = { ms: t * 1e3, TOPS: flops / t / 1e12, maxAbsDiffVsPortable: diff };
+        log(`int8 tc ${name}: ${(flops / t / 1e12).toFixed(1)} TOPS, max |diff| vs portable ${diff}`);
+      } catch (e) {
+        tiles[name] = { error: (e as Error).message.slice(0, 400) };
+      }
+    }
+    res.tensorCores = tiles;
+    const tL = await gpuTime(ctx, ['quant-rows-i8', 'quant-i8-matmul-tc'], () => int8Linear(ctx, x, w, { out: y }));
+    res.int8LinearWithRowQuantization = { ms: tL * 1e3, TOPS: flops / tL / 1e12, kernel: lastI8Kernel.get(ctx) };
+  }
+  const a16 = upload(ctx, randomData(S * S, 1), [S, S], 'f16');
+  const b16 = upload(ctx, randomData(S * S, 2), [S, S], 'f16');
+  const c32 = empty(ctx, [S, S]);
+  const t16 = await gpuTime(ctx, ['matmul'], () => matmul(ctx, a16, b16, { transB: true, out: c32 }));
+  res.f16MatmulTflops = flops / t16 / 1e12;
+  res.f16MatmulPath = matmulPath(ctx, 'f16', 'f16');
+  log(`f16 matmul: ${(flops / t16 / 1e12).toFixed(1)} TFLOP/s`);
+  release(ctx, a16, b16, c32, x, y, a.codes, a.scales);
+  releaseQuant(ctx, w);
+  return res;
 }
 
 /**

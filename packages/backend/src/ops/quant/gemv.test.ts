@@ -3,14 +3,14 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createContext, type Context } from '../../context';
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
-import { download, empty, poison, release, upload, type DeviceTensor } from '../../tensor';
+import { download, empty, poison, upload, type DeviceTensor } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { quantSpec, type QuantSpec } from './formats';
 import { gemv16, gemvSource, gemvSubgroupsAvailable, gemvTuning } from './gemv';
 import { quantLinear, quantTuning } from './qmatmul';
-import { dequantizeRef } from './quant.ref';
 import { quantize, releaseQuant } from './quantize';
-import { name, readQuant, weights } from './quant.test-util';
+import { weights } from './quant.test-util';
+import { GEMV_TOL, gemvCaseName, runGemvCase } from './gemv.cases';
 
 const ctx: Context = await createContext();
 afterAll(() => ctx.destroy());
@@ -19,18 +19,6 @@ afterEach(() => {
   Object.assign(gemvTuning, saved);
   quantTuning.gemv = 'auto';
 });
-
-/** x W^T (+ b) in float64, W [N, K]. */
-function refLinear(x: ArrayLike<number>, w: ArrayLike<number>, b: ArrayLike<number> | null, M: number, N: number, K: number): Float64Array {
-  const y = new Float64Array(M * N);
-  for (let m = 0; m < M; m++)
-    for (let n = 0; n < N; n++) {
-      let s = b ? b[n]! : 0;
-      for (let k = 0; k < K; k++) s += x[m * K + k]! * w[n * K + k]!;
-      y[m * N + n] = s;
-    }
-  return y;
-}
 
 function poisoned(shape: number[]): DeviceTensor {
   const t = empty(ctx, shape);
@@ -56,20 +44,8 @@ describe('subgroup GEMV, quantized weights', () => {
     [quantSpec('int4', 64), 7, 10, 256, 'f32', { rowsMany: 3, threads: 32 }],
   ];
   for (const [spec, M, N, K, xd, tune] of cases)
-    it.runIf(hasSg())(`${name(spec)} [${M}, ${K}] x [${N}, ${K}]^T, x ${xd}, ${JSON.stringify(tune)}`, async () => {
-      Object.assign(gemvTuning, tune);
-      const wt = upload(ctx, weights(N, K, N + K), [N, K]);
-      const q = quantize(ctx, wt, spec);
-      const wq = dequantizeRef(spec, await readQuant(ctx, q));
-      const xt = upload(ctx, randn(M * K, M + 5), [M, K], xd);
-      const x = Float64Array.from(await download(ctx, xt));
-      const bias = N % 2 ? upload(ctx, randn(N, 3), [N]) : undefined;
-      const b = bias ? Float64Array.from(await download(ctx, bias)) : null;
-      const out = poisoned([M, N]);
-      quantLinear(ctx, xt, q, { bias, out, variant: 'gemv' });
-      expect(relErr(await download(ctx, out), refLinear(x, wq, b, M, N, K))).toBeLessThan(2e-6);
-      release(ctx, wt, xt, out, ...(bias ? [bias] : []));
-      releaseQuant(ctx, q);
+    it.runIf(hasSg())(gemvCaseName({ w: spec, M, N, K, x: xd, bias: N % 2 === 1, tune }), async () => {
+      expect(await runGemvCase(ctx, { w: spec, M, N, K, x: xd, bias: N % 2 === 1, tune })).toBeLessThan(GEMV_TOL);
     });
 
   it.runIf(hasSg())('the portable kernel stays reachable (quantTuning.gemv) and agrees', async () => {
@@ -100,7 +76,7 @@ describe('subgroup GEMV, quantized weights', () => {
 
 describe('gemv16 (the f16 / bf16 GEMV baseline)', () => {
   // K % 8 == 0: 16-byte loads; K even otherwise: one word per load; K odd: matmul
-  const cases: [DType, number, number, number][] = [
+  const cases: ['f16' | 'bf16', number, number, number][] = [
     ['f16', 1, 33, 136],
     ['bf16', 2, 17, 64],
     ['f16', 3, 10, 50],
@@ -108,17 +84,8 @@ describe('gemv16 (the f16 / bf16 GEMV baseline)', () => {
     ['f16', 2, 9, 31],
   ];
   for (const [wd, M, N, K] of cases)
-    it(`${wd} [${M}, ${K}] x [${N}, ${K}]^T`, async () => {
-      const wt = upload(ctx, randn(N * K, N, 0.1), [N, K], wd);
-      const w = Float64Array.from(await download(ctx, wt));
-      const xt = upload(ctx, randn(M * K, K), [M, K]);
-      const x = Float64Array.from(await download(ctx, xt));
-      const bias = M === 2 ? upload(ctx, randn(N, 9), [N], 'f16') : undefined;
-      const b = bias ? Float64Array.from(await download(ctx, bias)) : null;
-      const out = poisoned([M, N]);
-      gemv16(ctx, xt, wt, { bias, out });
-      expect(relErr(await download(ctx, out), refLinear(x, w, b, M, N, K))).toBeLessThan(2e-6);
-      release(ctx, wt, xt, out, ...(bias ? [bias] : []));
+    it(gemvCaseName({ w: wd, M, N, K, bias: M === 2 }), async () => {
+      expect(await runGemvCase(ctx, { w: wd, M, N, K, bias: M === 2 })).toBeLessThan(GEMV_TOL);
     });
 
   it('shape errors', () => {

@@ -1,0 +1,96 @@
+/**
+ * The GEMV checks, shared by `gemv.test.ts` (vitest, small shapes on any adapter) and the GPU-machine entry
+ * `src/bench/quant-bench.ts --checks` (no vitest there; `gemvGpuCases`, the unrolled kernels at every row count):
+ * quantized and 16-bit float weights against float64 of the same values, into NaN-poisoned outputs.
+ */
+import type { Context } from '../../context';
+import type { DType } from '../../dtype';
+import { download, empty, poison, release, upload } from '../../tensor';
+import { randn, relErr } from '../../testing';
+import { quantSpec, type QuantSpec } from './formats';
+import { gemv16, gemvTuning } from './gemv';
+import { quantLinear } from './qmatmul';
+import { dequantizeRef } from './quant.ref';
+import { quantize, releaseQuant } from './quantize';
+import { name, readQuant, weights } from './quant.test-util';
+
+export interface GemvCase {
+  /** A quantized format, or a 16-bit float weight (gemv16). */
+  w: QuantSpec | 'f16' | 'bf16';
+  M: number;
+  N: number;
+  K: number;
+  x?: DType;
+  bias?: boolean;
+  tune?: Partial<typeof gemvTuning>;
+}
+
+/** Relative error a GEMV result must stay under (f32 accumulation in another order than float64). */
+export const GEMV_TOL = 2e-6;
+
+export function gemvCaseName(c: GemvCase): string {
+  const w = typeof c.w === 'string' ? c.w : name(c.w);
+  return `${w} [${c.M}, ${c.K}] x [${c.N}, ${c.K}]^T x ${c.x ?? 'f32'}${c.bias ? ' bias' : ''}${c.tune ? ' ' + JSON.stringify(c.tune) : ''}`;
+}
+
+/** x W^T (+ b) in float64, W [N, K]. */
+export function refLinear(x: ArrayLike<number>, w: ArrayLike<number>, b: ArrayLike<number> | null, M: number, N: number, K: number): Float64Array {
+  const y = new Float64Array(M * N);
+  for (let m = 0; m < M; m++)
+    for (let n = 0; n < N; n++) {
+      let s = b ? b[n]! : 0;
+      for (let k = 0; k < K; k++) s += x[m * K + k]! * w[n * K + k]!;
+      y[m * N + n] = s;
+    }
+  return y;
+}
+
+/** Run one GEMV (quantLinear's gemv variant, or gemv16) and return its relative error against float64. */
+export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
+  const { M, N, K } = c;
+  const saved = { ...gemvTuning };
+  Object.assign(gemvTuning, c.tune ?? {});
+  try {
+    const xt = upload(ctx, randn(M * K, M + K + 5), [M, K], c.x ?? 'f32');
+    const x = Float64Array.from(await download(ctx, xt));
+    const bias = c.bias ? upload(ctx, randn(N, 3), [N], 'f16') : undefined;
+    const b = bias ? Float64Array.from(await download(ctx, bias)) : null;
+    const out = empty(ctx, [M, N]);
+    poison(ctx, out);
+    let w: Float64Array;
+    if (typeof c.w === 'string') {
+      const wt = upload(ctx, randn(N * K, N, 0.1), [N, K], c.w);
+      w = Float64Array.from(await download(ctx, wt));
+      gemv16(ctx, xt, wt, { bias, out });
+      release(ctx, wt);
+    } else {
+      const wt = upload(ctx, weights(N, K, N + K), [N, K]);
+      const q = quantize(ctx, wt, c.w);
+      w = dequantizeRef(c.w, await readQuant(ctx, q));
+      quantLinear(ctx, xt, q, { bias, out, variant: 'gemv' });
+      release(ctx, wt);
+      releaseQuant(ctx, q);
+    }
+    const err = relErr(await download(ctx, out), refLinear(x, w, b, M, N, K));
+    release(ctx, xt, out, ...(bias ? [bias] : []));
+    return err;
+  } finally {
+    Object.assign(gemvTuning, saved);
+  }
+}
+
+/** The GPU check list: every format at 1, 4, 7 and 16 rows, odd and multiple-of-block sizes, each tuning of
+ *  rows per workgroup and threads the benchmark sweeps. */
+export function gemvGpuCases(): GemvCase[] {
+  const cases: GemvCase[] = [];
+  const ws: GemvCase['w'][] = [quantSpec('int4', 64), quantSpec('int4', 32), quantSpec('int4', 128), quantSpec('nf4', 64), quantSpec('nf4', 64, true), quantSpec('int8', 0), quantSpec('int8', 32), 'f16', 'bf16'];
+  for (const w of ws)
+    for (const M of [1, 4, 7, 16]) {
+      cases.push({ w, M, N: 301, K: 1024, bias: M === 4 });
+      cases.push({ w, M, N: 77, K: 1000, x: M === 7 ? 'f16' : 'f32' });
+    }
+  for (const rows of [1, 2, 4, 8])
+    for (const threads of [64, 128, 256]) cases.push({ w: quantSpec('int4', 64), M: 1, N: 263, K: 4096, tune: { rows, threads } });
+  for (const rowsMany of [1, 2, 4]) cases.push({ w: quantSpec('int4', 64), M: 16, N: 99, K: 2048, tune: { rowsMany } });
+  return cases;
+}
