@@ -22,7 +22,8 @@
 //   (one unit of a slice from global memory) and put_a / put_b (one unit into workgroup memory), and the flags
 //   VEC_A, VEC_B (vector loads: the operand's contiguous dim and batch stride are multiples of 8), HAS_BIAS,
 //   ACCUM, DIRECT (store full tiles straight to C when there is no epilogue: alpha 1, no bias, no accumulate).
-//   The straight-line code at the //@ lines (`tcMatrixCode`): //@acc the accumulators (named acc_<i>_<j>, or an
+//   The straight-line code at the //@ lines (`tcMatrixCode`): //@raster the workgroup's tile origin m0, n0 (row
+//   by row, or grouped: `gm` tile rows per column step), //@acc the accumulators (named acc_<i>_<j>, or an
 //   array in the reference "array" form), //@regs the staging registers, //@fetch0 / //@fetch the global loads
 //   of a slice at K offset kn into registers, //@stash0 / //@stash their stores into buffer sb, //@mma the
 //   fragment loads and multiply-accumulates of every SK step of buffer (ab, bb), //@direct and //@scratch the
@@ -124,12 +125,11 @@ fn cms_b(buf: u32, blk: u32) -> u32 { return buf * BS_SIZE + (blk / (B_COLS / SK
 // The subgroup's index and lane come from the subgroup builtins: every subgroup-matrix builtin needs its
 // arguments subgroup-uniform, and only values derived from subgroup_id are (lid / SG is not, for the analysis).
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32,
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
   let wm0 = (sg / SGN) * WM;
   let wn0 = (sg % SGN) * WN;
-  let m0 = wg.y * BM;
-  let n0 = wg.x * BN;
+  //@raster
   let boa = wg.z * p.sa;
   let bob = wg.z * p.sb;
   //@acc

@@ -166,7 +166,8 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   const B16 = upload(gpu, hostB, [maxEl], 'f16');
   const C = empty(gpu, [maxEl]);
   const view = (t: DeviceTensor, shape: number[]): DeviceTensor => ({ buffer: t.buffer, dtype: t.dtype, shape });
-  const variants: [string, TcTile][] = names.map((n) => [n, TC_TILES[n as TcTileName]]);
+  // 'auto': what matmul chooses by itself (tcTuning)
+  const variants: [string, TcTile | undefined][] = names.map((n) => [n, n === 'auto' ? undefined : TC_TILES[n as TcTileName]]);
   for (const v of opt('ablate')?.split(',') ?? [])
     for (const ablate of ['nomma', 'nostage'] as const) variants.push([`${v}-${ablate}`, { ...TC_TILES[v as TcTileName], ablate }]);
   const shapes = ([
@@ -175,7 +176,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
     [8192, 5632, 2048],
   ] as [number, number, number][]).filter(([M]) => !opt('shapes') || opt('shapes')!.split(',').includes(String(M)));
   const layouts = ['NN', 'NT', 'TN'];
-  const product = (tile: TcTile, M: number, N: number, K: number, layout: string) => {
+  const product = (tile: TcTile | undefined, M: number, N: number, K: number, layout: string) => {
     const transA = layout[0] === 'T';
     const transB = layout[1] === 'T';
     const a = view(A16, transA ? [K, M] : [M, K]);
@@ -183,7 +184,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
     const c = view(C, [M, N]);
     return () => void matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true, tcTile: tile });
   };
-  const fits = (tile: TcTile, layout: string) => !tcTileProblem(tile, plan, gpu.info.limits, layout[0] === 'T', layout[1] === 'T');
+  const fits = (tile: TcTile | undefined, layout: string) => !tile || !tcTileProblem(tile, plan, gpu.info.limits, layout[0] === 'T', layout[1] === 'T');
   // (1) build every pipeline (the flags are the same for the three shapes)
   const t0 = performance.now();
   for (const [, tile] of variants)
@@ -270,7 +271,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
         }
         worst = Math.max(worst, num / den);
       }
-    table[name]!.maxRelErr = tile.ablate ? `ablation (${worst.toPrecision(3)})` : +worst.toPrecision(3);
+    table[name]!.maxRelErr = tile?.ablate ? `ablation (${worst.toPrecision(3)})` : +worst.toPrecision(3);
   }
   if (failed.size) (table as Record<string, unknown>).tcFailures = [...tcFailures(gpu)].map(([k, e]) => `${k}: ${e.message.slice(0, 600)}`);
   release(gpu, A16, B16, C);

@@ -6,7 +6,7 @@ import { download, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul, matmulPath } from './matmul';
-import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSource, tcTileProblem, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
+import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSource, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases';
 
 const ctx: Context = await createContext();
@@ -52,9 +52,14 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(tcTileProblem(TC_TILES.t128x128, nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 16384 })).toMatch(/workgroup memory/);
     expect(tcTileProblem(TC_TILES.t128x128, nv, { ...H200_LIMITS, maxComputeInvocationsPerWorkgroup: 128 })).toMatch(/threads/);
     // big products get the big tile, small ones the small tile; a device too small for the big one gets a smaller one
-    expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES.t128x256k16);
+    expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES[tcTuning.big]);
+    // a layout the big tile does not fit (its slices of a transposed B exceed the workgroup memory): the alternative
+    if (tcTileProblem(TC_TILES[tcTuning.big], nv, H200_LIMITS, false, true))
+      expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: false, transB: true })).toBe(TC_TILES[tcTuning.bigAlt]);
+    for (const [ta, tb] of [[false, false], [false, true], [true, false]] as const)
+      expect(tcTileProblem(TC_TILES[tcTuning.bigAlt], nv, H200_LIMITS, ta, tb)).toBeNull();
     expect(chooseTcTile(nv, H200_LIMITS, { M: 2048, N: 16, batch: 1, transA: false, transB: true })).toBe(TC_TILES.t64x64);
-    expect(tcTileProblem(TC_TILES.t128x256k16, nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 })).toMatch(/workgroup memory/);
+    expect(tcTileProblem(TC_TILES[tcTuning.bigAlt], nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 })).toMatch(/workgroup memory/);
     expect(chooseTcTile(nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 }, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES.t64x64);
     const src = tcPrelude(n8, TC_TILES.t128x64, true, false);
     expect(src).toContain('alias Lm = subgroup_matrix_left<f16, 16, 16>;');

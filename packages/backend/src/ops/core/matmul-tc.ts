@@ -37,6 +37,15 @@ export interface TcTile {
   /** Per-unit global and workgroup offsets computed once before the K loop; slices that lie wholly inside both
    *  operands (with vector loads) load and store through them without bounds checks. */
   hoist?: boolean;
+  /** With `hoist`: derive the offsets of a thread's later units from its first (a constant number of rows
+   *  further), so that two registers per operand hold them instead of two per unit. */
+  derive?: boolean;
+  /** Load each right fragment just before the multiply-accumulates that use it (else all fragments of a K step
+   *  first). */
+  ilv?: boolean;
+  /** Grouped rasterisation: consecutive workgroups walk `gm` tile rows down a column before moving right
+   *  (L2 reuse of B); 0 / absent: row by row. */
+  gm?: number;
   /** Timing ablations only (wrong results; never in `TC_TILES`): leave out the multiply-accumulates, or the
    *  staging of every slice after the first. */
   ablate?: 'nomma' | 'nostage';
@@ -75,13 +84,20 @@ export const TC_TILES = {
   v21: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 2, hoist: true },
   v22: { bm: 128, bn: 128, bk: 64, sgm: 2, sgn: 2, nbuf: 1, hoist: true },
   v23: { bm: 128, bn: 128, bk: 32, sgm: 4, sgn: 2, hoist: true },
+  v24: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, derive: true },
+  v25: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, derive: true },
+  v26: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, derive: true, ilv: true },
+  v27: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, derive: true, gm: 8 },
+  v28: { bm: 256, bn: 128, bk: 32, sgm: 4, sgn: 2, nbuf: 1, hoist: true, derive: true },
 } as const satisfies Record<string, TcTile>;
 export type TcTileName = keyof typeof TC_TILES;
 
 /** Tuning of `auto` (a benchmark may change it): the big and small tile and the tile count below which the
  *  small one runs. */
-export const tcTuning: { big: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
-  big: 't128x256k16',
+export const tcTuning: { big: TcTileName; bigAlt: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
+  big: 'v15',
+  /** The big tile where `big` does not fit the layout (v15's 48-deep slices of a [N, K] B exceed 48 KiB). */
+  bigAlt: 'v14',
   small: 't64x64',
   /** 96: a 2048 x 2048 output (128 big tiles, one wave on a 132-SM H200) runs the big tile. Measured in the 1.1B
    *  LoRA step (lora-step-1b, H200, 2026-11-24): at 264 its 242 products per step on the 64x64 tile took 62 ms,
@@ -231,7 +247,7 @@ function operandCode(x: 'a' | 'b', vw: 2 | 8, cm: boolean): string {
 }
 
 /** Names of the //@ lines of `shaders/matmul-tc.wgsl` that `tcMatrixCode` fills. */
-type TcHook = 'acc' | 'regs' | 'fetch0' | 'stash0' | 'fetch' | 'stash' | 'mma' | 'direct' | 'scratch';
+type TcHook = 'raster' | 'acc' | 'regs' | 'fetch0' | 'stash0' | 'fetch' | 'stash' | 'mma' | 'direct' | 'scratch';
 
 /**
  * The straight-line code of `shaders/matmul-tc.wgsl` at its //@ lines for a tile on a fragment and layout:
@@ -281,10 +297,17 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     // per unit: its global offset at K = 0 in load units (ga_/gb_) and its workgroup offset (oa_/ob_); a K step
     // adds kn (or kn rows of the operand's stride when K runs along rows) to every global offset
     const ks = { a: transA ? 'p.lda' : '1u', b: transB ? '1u' : 'p.ldb' };
-    const hoistDecl = (x: 'a' | 'b', trans: boolean) =>
-      unitCode(x, trans, (l, u) => `let q${x}_${l} = unit_${x}(${bo[x]}, ${mn0[x]}, 0u, ${u}); let g${x}_${l} = q${x}_${l}.e >> 3u; let o${x}_${l} = s${x}_off(0u, ${u});`).map((s) =>
-        s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'),
-      );
+    const hoistDecl = (x: 'a' | 'b', trans: boolean) => {
+      const [, cols] = slice(t, x, trans).dims;
+      const upr = cols / vw;
+      const rows = wg / upr; // rows between a thread's consecutive units
+      const X = x.toUpperCase();
+      return unitCode(x, trans, (l, u) =>
+        t.derive && wg % upr === 0 && l > 0
+          ? `let g${x}_${l} = g${x}_0 + ${l * rows}u * ${vw === 8 ? `(p.ld${x} >> 3u)` : `p.ld${x}`}; let o${x}_${l} = o${x}_0 + ${l * rows}u * ${X}S_STRIDE;`
+          : `let q${x}_${l} = unit_${x}(${bo[x]}, ${mn0[x]}, 0u, ${u}); let g${x}_${l} = q${x}_${l}.e >> 3u; let o${x}_${l} = s${x}_off(0u, ${u});`,
+      ).map((s) => s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
+    };
     const fastFetch = (x: 'a' | 'b', trans: boolean) =>
       unitCode(x, trans, (l) =>
         vw === 8
@@ -320,7 +343,18 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     ];
     stash = [`if (inb) {\n  ${[...cmStash('a', transA), ...cmStash('b', transB)].join('\n  ')}\n} else {\n  ${stash.join('\n  ')}\n}`];
   }
-  const staging = { regs: regs.join('\n'), fetch0: fetch.join('\n'), stash0: stash.join('\n'), fetch: fetch.join('\n'), stash: stash.join('\n') };
+  // the workgroup's tile: row by row, or in groups of gm tile rows
+  const raster = t.gm
+    ? [
+        'let gid = wg.y * nwg.x + wg.x;',
+        `let per = ${t.gm}u * nwg.x;`,
+        `let g0 = (gid / per) * ${t.gm}u;`,
+        `let gs = min(nwg.y - g0, ${t.gm}u);`,
+        'let m0 = (g0 + (gid % per) % gs) * BM;',
+        'let n0 = ((gid % per) / gs) * BN;',
+      ].join('\n')
+    : 'let m0 = wg.y * BM;\nlet n0 = wg.x * BN;';
+  const staging = { raster, regs: regs.join('\n'), fetch0: fetch.join('\n'), stash0: stash.join('\n'), fetch: fetch.join('\n'), stash: stash.join('\n') };
   if (t.ablate === 'nostage') Object.assign(staging, { fetch: '', stash: '' });
   if (!unroll) {
     const mma = `for (var kk = 0u; kk < BK; kk += SK) {
@@ -359,10 +393,13 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
   const I = [...Array(fm).keys()];
   const J = [...Array(fn).keys()];
   const IJ = I.flatMap((i) => J.map((j) => [i, j] as const));
+  const mac = (k: number, i: number, j: number) => `acc_${i}_${j} = subgroupMatrixMultiplyAccumulate(l${k}_${i}, r${k}_${j}, acc_${i}_${j});`;
+  const loadR = (k: number, j: number) => `let r${k}_${j} = load_r(bb + b_off(${k * SK}u, wn0 + ${j * SN}u));`;
   const mma = ks.flatMap((k) => [
     ...I.map((i) => `let l${k}_${i} = load_l(ab + a_off(wm0 + ${i * SM}u, ${k * SK}u));`),
-    ...J.map((j) => `let r${k}_${j} = load_r(bb + b_off(${k * SK}u, wn0 + ${j * SN}u));`),
-    ...IJ.map(([i, j]) => `acc_${i}_${j} = subgroupMatrixMultiplyAccumulate(l${k}_${i}, r${k}_${j}, acc_${i}_${j});`),
+    ...(t.ilv
+      ? J.flatMap((j) => [loadR(k, j), ...I.map((i) => mac(k, i, j))])
+      : [...J.map((j) => loadR(k, j)), ...IJ.map(([i, j]) => mac(k, i, j))]),
   ]);
   return {
     ...staging,
@@ -418,7 +455,7 @@ export interface TcLaunch extends MatmulLaunch {
 
 /** A tile's identity in kernel names and cache keys, e.g. `128x256x32-2x4-v2-b1-cm`. */
 export function tcTileKey(t: TcTile): string {
-  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
+  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.ablate ? `-${t.ablate}` : ''}`;
 }
 
 /** The tile `auto` runs for a product: the big one when the product has enough of them, else the small one,
@@ -427,7 +464,7 @@ export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number
   const big = TC_TILES[tcTuning.big];
   const tiles = Math.ceil(l.M / big.bm) * Math.ceil(l.N / big.bn) * l.batch;
   const first = tiles >= tcTuning.minBigTiles ? tcTuning.big : tcTuning.small;
-  const order: TcTileName[] = [first, tcTuning.small, 't128x64', 't64x64'];
+  const order: TcTileName[] = first === tcTuning.big ? [first, tcTuning.bigAlt, tcTuning.small, 't128x64', 't64x64'] : [first, 't128x64', 't64x64'];
   for (const n of order) if (!tcTileProblem(TC_TILES[n], plan, limits, l.transA, l.transB)) return TC_TILES[n];
   throw new ShapeError(`matmul: no tensor-core tile fits this device (fragment ${plan.frag.M}x${plan.frag.N}x${plan.frag.K})`);
 }
