@@ -62,7 +62,9 @@ export function packArenas(ctx: Context, params: readonly Tensor[], slots: reado
   const packs = groups.map((g): ArenaPack => {
     const arenas = new Map<string, GpuBuffer>();
     for (const role of ['param', 'grad', ...slots]) arenas.set(role, ctx.alloc(g.bytes));
-    return {
+    // zero gaps: gradNorm may read the whole gradient arena, and nothing writes past a tensor's own elements
+    fill(ctx, [g.bytes / 4], 0, 'f32', { out: { buffer: arenas.get('grad')!, dtype: 'f32', shape: [g.bytes / 4] } });
+    const pk: ArenaPack = {
       params: g.params,
       offsets: g.offsets,
       spans: g.spans,
@@ -73,8 +75,39 @@ export function packArenas(ctx: Context, params: readonly Tensor[], slots: reado
       tableKey: '',
       tableWd: NaN,
     };
+    pk.params.forEach((p, j) => slotOf.set(p, { pk, j }));
+    return pk;
   });
   return { packs, rest };
+}
+
+/** Where each arena tensor sits (for {@link gradNormInputs}). */
+const slotOf = new WeakMap<Tensor, { pk: ArenaPack; j: number }>();
+
+/**
+ * The gradient tensors `gradNorm` should read for the gradients of `params`: a pack's whole gradient arena in
+ * place of its tensors' gradients when every tensor of the pack has its gradient there (the arena's gaps are
+ * zero), else each gradient. One dispatch per arena instead of one per tensor; the sum of squares is the same up
+ * to f32 rounding (it is added up in another order).
+ */
+export function gradNormInputs(params: readonly Tensor[]): DeviceTensor[] {
+  const out: DeviceTensor[] = [];
+  const seen = new Map<ArenaPack, Tensor[]>();
+  for (const p of params) {
+    const g = p.grad;
+    if (!g) continue;
+    const s = slotOf.get(p);
+    if (s && g.data.buffer === s.pk.homes[s.j]!.grad) {
+      let l = seen.get(s.pk);
+      if (!l) seen.set(s.pk, (l = []));
+      l.push(p);
+    } else out.push(g.data);
+  }
+  for (const [pk, ps] of seen) {
+    if (ps.length === pk.params.length && !pk.arenas.get('grad')!.released) out.push(arenaTensor(pk, 'grad'));
+    else for (const p of ps) out.push(p.grad!.data);
+  }
+  return out;
 }
 
 /** Give the arenas and tables back (tensors still stored in them keep them alive until they are released). */

@@ -3,9 +3,9 @@
 // and state dicts through lr changes, a parameter without a gradient, GPU controls (gradScale, skip), a tensor
 // too large for the arena, gradients released and parameters reassigned between steps, and a state dict loaded
 // mid-run. AdamW and SGD (with and without momentum).
-import { createContext, upload, type Context, type DeviceTensor } from '@rusty/backend';
+import { createContext, download, upload, type Context, type DeviceTensor } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mul, square, sum, tidy, Tensor, add } from '../index';
+import { add, clipGradNorm, mul, square, sum, tidy, Tensor } from '../index';
 import { randn } from '../random';
 import { AdamW } from './adamw';
 import { SGD } from './sgd';
@@ -150,5 +150,39 @@ describe('optimizers with foreach (multi-tensor arenas)', () => {
     for (const p of ps) p.dispose();
     await ctx.sync();
     expect(ctx.memory.live).toBeLessThan(live0);
+  });
+
+  it('clipGradNorm reads a whole gradient arena in one pass once every gradient lives there', async () => {
+    const ps = makeParams(9);
+    // the arenas come from recycled pool buffers full of NaN: the gaps of the gradient arena must be zeroed
+    const junk = Array.from({ length: 8 }, () => ctx.alloc(4096));
+    for (const b of junk) ctx.write(b, new Uint32Array(1024).fill(0x7fc00000));
+    for (const b of junk) ctx.release(b);
+    const o = new AdamW(ctx, ps);
+    const norm = async () => {
+      // float64 reference: the gradients read back one by one
+      let ss = 0;
+      for (const p of ps) if (p.grad) for (const x of (await p.grad.toArray()) as Float32Array) ss += x * x;
+      const d0 = ctx.stats.dispatches;
+      const r = clipGradNorm(ps, 0.5);
+      const dispatches = ctx.stats.dispatches - d0;
+      const [coef, n] = (await download(ctx, r)) as Float32Array;
+      ctx.release(r.buffer);
+      expect(Math.abs(n! - Math.sqrt(ss)) / Math.sqrt(ss)).toBeLessThan(1e-6);
+      expect(coef).toBeCloseTo(Math.min(1, 0.5 / (Math.sqrt(ss) + 1e-6)), 6);
+      return dispatches;
+    };
+    backward(ps, 0);
+    expect(await norm()).toBe(ps.length + 1); // before the first step: one pass per gradient
+    o.step();
+    o.zeroGrad();
+    backward(ps, 1);
+    expect(await norm()).toBe(2); // resident: the arena (its gaps zero) and the final sum
+    o.step();
+    o.zeroGrad();
+    backward(ps, 2, new Set([4])); // one gradient missing: its stale values must not count
+    expect(await norm()).toBe(ps.length);
+    o.dispose();
+    for (const p of ps) p.dispose();
   });
 });

@@ -12,7 +12,7 @@ import {
 } from '@rusty/backend';
 import { releaseRef } from '../storage';
 import type { Tensor } from '../tensor';
-import { makeResident, packArenas, releasePacks, tableFor, type ArenaPack } from './arena';
+import { gradNormInputs, makeResident, packArenas, releasePacks, tableFor, type ArenaPack } from './arena';
 
 /** A parameter group as given by the user: its own lr / weight decay override the optimizer's defaults. */
 export interface ParamGroupInit {
@@ -202,7 +202,8 @@ export abstract class Optimizer {
  * inside the step); read element 1 to log the norm.
  */
 export function clipGradNorm(params: Tensor[], maxNorm: number): DeviceTensor {
-  const grads = params.filter((p) => p.grad).map((p) => p.grad!.data);
+  // parameters a `foreach` optimizer keeps in arenas: one pass over each gradient arena
+  const grads = gradNormInputs(params);
   const ctx = params[0]!.ctx;
   if (!grads.length) return upload(ctx, [1, 0], [2]);
   return gradNorm(ctx, grads, { maxNorm });
