@@ -16,7 +16,8 @@ export {
 export { kernelSource, wgslPacker, kernelKey, kernelBaseKey, codeHash, type KernelDef, type BindingSpec, type ParamSpec } from './kernel';
 export type { SpeedToggles } from './gpu-provider';
 export { cachedKernel, checkedKernel, kernelsReady, kernelFailures } from './kernel-cache';
-export { grid1d } from './grid';
+export { grid1d, grid2d, dispatch1d } from './grid';
+export type { SubBuffer } from './sub-buffer';
 export * from './tensor';
 export { cast } from './ops/cast';
 export { accumulate } from './ops/accumulate';
