@@ -13,7 +13,17 @@ export {
   type BufferSlice,
   type BufferBinding,
 } from './context';
-export { kernelSource, constPrelude, wgslPacker, kernelKey, kernelBaseKey, codeHash, type KernelDef, type BindingSpec, type ParamSpec } from './kernel';
+export {
+  kernelSource,
+  constPrelude,
+  wgslPacker,
+  kernelKey,
+  kernelBaseKey,
+  codeHash,
+  type KernelDef,
+  type BindingSpec,
+  type ParamSpec,
+} from './kernel';
 export type { SpeedToggles } from './gpu-provider';
 export { cachedKernel, checkedKernel, kernelsReady, kernelFailures } from './kernel-cache';
 export { grid1d, grid2d, dispatch1d } from './grid';
