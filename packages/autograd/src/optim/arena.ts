@@ -81,16 +81,17 @@ export function packArenas(ctx: Context, params: readonly Tensor[], slots: reado
   return { packs, rest };
 }
 
-/** Where each arena tensor sits (for {@link gradNormInputs}). */
+/** Where each arena tensor sits (for {@link packedGrads}). */
 const slotOf = new WeakMap<Tensor, { pk: ArenaPack; j: number }>();
 
 /**
- * The gradient tensors `gradNorm` should read for the gradients of `params`: a pack's whole gradient arena in
- * place of its tensors' gradients when every tensor of the pack has its gradient there (the arena's gaps are
- * zero), else each gradient. One dispatch per arena instead of one per tensor; the sum of squares is the same up
- * to f32 rounding (it is added up in another order).
+ * The gradients of `params` as few tensors as possible, for passes over all of them (`gradNorm` in
+ * `clipGradNorm`, a loss scaler's unscale-and-check): a pack's whole gradient arena in place of its tensors'
+ * gradients when every tensor of the pack has its gradient there (the arena's gaps are zero, and stay zero under
+ * elementwise passes), else each gradient. One dispatch per arena instead of one per tensor; a sum over them
+ * is the same up to f32 rounding (added up in another order).
  */
-export function gradNormInputs(params: readonly Tensor[]): DeviceTensor[] {
+export function packedGrads(params: readonly Tensor[]): DeviceTensor[] {
   const out: DeviceTensor[] = [];
   const seen = new Map<ArenaPack, Tensor[]>();
   for (const p of params) {
