@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createContext, type Context, type ContextInfo } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
 import { kernelSource } from '../../kernel';
-import { download, release, upload } from '../../tensor';
+import { download, empty, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { quantSpec } from './formats';
 import { i8Cases, i8Codes, quantizeRowsRef, runI8Case } from './int8-linear.cases';
@@ -29,7 +29,10 @@ describe('int8 row quantization', () => {
     const x = Float64Array.from(Float32Array.from(randn(M * K, 4)));
     for (let k = 0; k < K; k++) x[2 * K + k] = 0; // a zero row
     const xt = upload(ctx, x, [M, K]);
-    const a = quantizeRowsI8(ctx, xt);
+    const out = { codes: empty(ctx, [M, Math.ceil(K / 4)], 'u32'), scales: empty(ctx, [M]) };
+    poison(ctx, out.codes);
+    poison(ctx, out.scales);
+    const a = quantizeRowsI8(ctx, xt, out);
     const ref = quantizeRowsRef(x, M, K);
     expect(relErr(await download(ctx, a.scales), ref.scales)).toBeLessThan(1e-6);
     const words = (await download(ctx, a.codes)) as Uint32Array;

@@ -34,15 +34,20 @@ export interface RowsI8 {
   K: number;
 }
 
-/** Quantize the rows of x [..., K] (any float dtype) to int8 with one f32 scale per row, on the GPU. */
-export function quantizeRowsI8(ctx: Context, x: DeviceTensor): RowsI8 {
+/** Quantize the rows of x [..., K] (any float dtype) to int8 with one f32 scale per row, on the GPU (into `out`'s
+ *  tensors when given: u32 [M, ceil(K / 4)] and f32 [M]). */
+export function quantizeRowsI8(ctx: Context, x: DeviceTensor, out?: { codes: DeviceTensor; scales: DeviceTensor }): RowsI8 {
   assertFloat(x, 'quantizeRowsI8', 'x');
   const K = x.shape[x.shape.length - 1] ?? 0;
   if (x.shape.length < 1 || K < 1) throw new ShapeError(`quantizeRowsI8: input ${fmtShape(x.shape)} needs a last dimension of at least 1`);
   const M = numel(x.shape) / K;
   const wpr = Math.ceil(K / 4);
-  const codes = empty(ctx, [M, wpr], 'u32');
-  const scales = empty(ctx, [M], 'f32');
+  if (out) {
+    checkOut(out.codes, [M, wpr], 'quantizeRowsI8', 'u32');
+    checkOut(out.scales, [M], 'quantizeRowsI8', 'f32');
+  }
+  const codes = out?.codes ?? empty(ctx, [M, wpr], 'u32');
+  const scales = out?.scales ?? empty(ctx, [M], 'f32');
   checkBinding(ctx, x, 'quantizeRowsI8', 'x');
   checkBinding(ctx, codes, 'quantizeRowsI8', 'codes');
   if (M === 0) return { codes, scales, M, K };
