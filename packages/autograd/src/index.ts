@@ -13,7 +13,7 @@ export { autocast, computeDtype, toCompute, type ComputeDtype } from './ops/auto
 export { linearCrossEntropy } from './ops/linear-cross-entropy';
 export { loraLinear } from './ops/lora-linear';
 export { Optimizer, clipGradNorm, type ParamGroup, type ParamGroupInit, type StepControls, type OptimizerState } from './optim/optimizer';
-export { packedGrads } from './optim/arena';
+export { gradPieces } from './optim/arena';
 export { AdamW, type AdamWOptions } from './optim/adamw';
 export { SGD, type SGDOptions } from './optim/sgd';
 export {

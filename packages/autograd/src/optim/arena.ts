@@ -10,7 +10,16 @@
  * one copy of that tensor, once. The backward pass then accumulates gradients straight into the arena (a leaf
  * keeps its gradient buffer across steps), so a steady training step copies nothing.
  */
-import { fill, type Context, type DeviceTensor, type GpuBuffer, type SegmentTable, createSegmentTable, releaseSegmentTable } from '@rusty/backend';
+import {
+  createSegmentTable,
+  fill,
+  releaseSegmentTable,
+  type ArenaPiece,
+  type Context,
+  type DeviceTensor,
+  type GpuBuffer,
+  type SegmentTable,
+} from '@rusty/backend';
 import { releaseRef } from '../storage';
 import { Tensor } from '../tensor';
 
@@ -62,8 +71,6 @@ export function packArenas(ctx: Context, params: readonly Tensor[], slots: reado
   const packs = groups.map((g): ArenaPack => {
     const arenas = new Map<string, GpuBuffer>();
     for (const role of ['param', 'grad', ...slots]) arenas.set(role, ctx.alloc(g.bytes));
-    // zero gaps: gradNorm may read the whole gradient arena, and nothing writes past a tensor's own elements
-    fill(ctx, [g.bytes / 4], 0, 'f32', { out: { buffer: arenas.get('grad')!, dtype: 'f32', shape: [g.bytes / 4] } });
     const pk: ArenaPack = {
       params: g.params,
       offsets: g.offsets,
@@ -81,32 +88,23 @@ export function packArenas(ctx: Context, params: readonly Tensor[], slots: reado
   return { packs, rest };
 }
 
-/** Where each arena tensor sits (for {@link packedGrads}). */
+/** Where each arena tensor sits (for {@link gradPieces}). */
 const slotOf = new WeakMap<Tensor, { pk: ArenaPack; j: number }>();
 
 /**
- * The gradients of `params` as few tensors as possible, for passes over all of them (`gradNorm` in
- * `clipGradNorm`, a loss scaler's unscale-and-check): a pack's whole gradient arena in place of its tensors'
- * gradients when every tensor of the pack has its gradient there (the arena's gaps are zero, and stay zero under
- * elementwise passes), else each gradient. One dispatch per arena instead of one per tensor; a sum over them
- * is the same up to f32 rounding (added up in another order).
+ * The gradients of `params` for `gradNorm` (in `clipGradNorm`), in order: a gradient that lives in a pack's
+ * gradient arena as a piece of that arena, so that `gradNorm` reads all the pieces of one arena in one dispatch
+ * (bit-identical to one dispatch per gradient), any other as its tensor.
  */
-export function packedGrads(params: readonly Tensor[]): DeviceTensor[] {
-  const out: DeviceTensor[] = [];
-  const seen = new Map<ArenaPack, Tensor[]>();
+export function gradPieces(params: readonly Tensor[]): (DeviceTensor | ArenaPiece)[] {
+  const out: (DeviceTensor | ArenaPiece)[] = [];
   for (const p of params) {
     const g = p.grad;
     if (!g) continue;
     const s = slotOf.get(p);
-    if (s && g.data.buffer === s.pk.homes[s.j]!.grad) {
-      let l = seen.get(s.pk);
-      if (!l) seen.set(s.pk, (l = []));
-      l.push(p);
-    } else out.push(g.data);
-  }
-  for (const [pk, ps] of seen) {
-    if (ps.length === pk.params.length && !pk.arenas.get('grad')!.released) out.push(arenaTensor(pk, 'grad'));
-    else for (const p of ps) out.push(p.grad!.data);
+    if (s && g.data.buffer === s.pk.homes[s.j]!.grad && !s.pk.arenas.get('grad')!.released)
+      out.push({ arena: arenaTensor(s.pk, 'grad'), offset: s.pk.offsets[s.j]!, length: p.size });
+    else out.push(g.data);
   }
   return out;
 }

@@ -12,7 +12,7 @@ import {
 } from '@rusty/backend';
 import { releaseRef } from '../storage';
 import type { Tensor } from '../tensor';
-import { packedGrads, makeResident, packArenas, releasePacks, tableFor, type ArenaPack } from './arena';
+import { gradPieces, makeResident, packArenas, releasePacks, tableFor, type ArenaPack } from './arena';
 
 /** A parameter group as given by the user: its own lr / weight decay override the optimizer's defaults. */
 export interface ParamGroupInit {
@@ -203,7 +203,7 @@ export abstract class Optimizer {
  */
 export function clipGradNorm(params: Tensor[], maxNorm: number): DeviceTensor {
   // parameters a `foreach` optimizer keeps in arenas: one pass over each gradient arena
-  const grads = packedGrads(params);
+  const grads = gradPieces(params);
   const ctx = params[0]!.ctx;
   if (!grads.length) return upload(ctx, [1, 0], [2]);
   return gradNorm(ctx, grads, { maxNorm });

@@ -13,7 +13,7 @@ export {
 export { createStepState, advanceStep, type AdvanceStepOptions } from './optim/step';
 export { adamwStep, adamwStepMulti, type AdamWHyper, type AdamWOptions, type AdamWMultiOptions } from './optim/adamw';
 export { sgdStep, sgdStepMulti, type SGDHyper, type SGDOptions, type SGDMultiOptions } from './optim/sgd';
-export { gradNorm, type GradNormOptions } from './optim/grad-norm';
+export { gradNorm, type GradNormOptions, type ArenaPiece } from './optim/grad-norm';
 export {
   scaleInPlace,
   unscaleAndCheck,

@@ -71,4 +71,23 @@ describe('gradNorm', () => {
     expect(() => gradNorm(ctx, [g1], { out: upload(ctx, [1], [1]) })).toThrow(ShapeError);
     release(ctx, g1, g2, g3);
   });
+
+  it('reads the pieces of an arena in one dispatch, bit-identical to the same data as tensors', async () => {
+    // pieces of 5000 (3 workgroups), 17 and 70001 (35 workgroups) elements at 64-element offsets of one arena,
+    // listed out of arena order and around a separate tensor
+    const sizes = [5000, 17, 70001];
+    const offsets = [0, 5056, 5120];
+    const arena = upload(ctx, randn(offsets[2]! + sizes[2]!, 21), [offsets[2]! + sizes[2]!]);
+    const alone = upload(ctx, randn(999, 22), [999]);
+    const tensors = sizes.map((n, i) => upload(ctx, randn(offsets[2]! + sizes[2]!, 21).subarray(offsets[i]!, offsets[i]! + n), [n]));
+    const piece = (i: number) => ({ arena, offset: offsets[i]!, length: sizes[i]! });
+    const d0 = ctx.stats.dispatches;
+    const a = gradNorm(ctx, [piece(2), alone, piece(0), piece(1)], { maxNorm: 1 });
+    expect(ctx.stats.dispatches - d0).toBe(3); // the arena's pieces, the tensor, the final sum
+    const b = gradNorm(ctx, [tensors[2]!, alone, tensors[0]!, tensors[1]!], { maxNorm: 1 });
+    const [ra, rb] = [await download(ctx, a), await download(ctx, b)];
+    expect(new Uint32Array(ra.buffer)).toEqual(new Uint32Array(rb.buffer));
+    expect(() => gradNorm(ctx, [{ arena, offset: offsets[2]! + 1, length: sizes[2]! }])).toThrow(ShapeError);
+    release(ctx, arena, alone, a, b, ...tensors);
+  });
 });
