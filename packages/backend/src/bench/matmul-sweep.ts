@@ -17,19 +17,20 @@
  * Kernel times are timestamp-query sums over every dispatch of the product (split-K's partial products and
  * their reduction together), mean per product over `reps`. The GPU's clock drops within milliseconds of idling
  * (seen on an H200: a first sweep with host work between candidates measured the same kernel 2-5x slower as it
- * went on), so every candidate's timed repetitions follow ~25 ms of other GPU work (a heater product) with no
- * wait between them.
+ * went on), so every candidate's timed repetitions follow ~15 ms of other GPU work (a heater product), waited for
+ * before the timed run (a heater still in flight was once counted into the first repetitions). `wallUs`: host
+ * time per product around the repetitions (submit and read-back latency included).
  */
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { createContext } from '../context';
-import { matmul, MATMUL_VARIANTS, parseTile, tileName, type MatmulTile, type MatmulTuningEntry, type MatmulVariant } from '../ops/core/matmul';
+import { autoChoice, matmul, MATMUL_VARIANTS, parseTile, tileName, type MatmulTile, type MatmulTuningEntry, type MatmulVariant } from '../ops/core/matmul';
 import { download, empty, poison, release, upload, type DeviceTensor } from '../tensor';
 import { rng } from '../testing';
 
 const args = process.argv.slice(2);
 const opt = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
 const flag = (name: string) => args.includes(`--${name}`);
-const reps = Number(opt('reps') ?? 8);
+const reps = Number(opt('reps') ?? 20);
 const budget = Number(opt('budget-s') ?? 1e9) * 1e3;
 const outFile = opt('out');
 const lines = !flag('no-lines');
@@ -52,26 +53,13 @@ export const STEP_PRODUCTS: [string, number, number, number, 'NN' | 'NT' | 'TN',
 
 /** Candidate tiles beside the numbered variants (BMxBNxBK-TMxTN[-wWTX][-gGM]). */
 const TILES = [
-  '64x64x8-8x8-w8',
-  '64x64x16-8x8-w8',
-  '64x64x16-8x4',
-  '64x64x16-4x8-w8',
-  '32x64x16-4x4',
-  '128x64x16-8x8-w8',
-  '64x128x8-8x8',
-  '64x128x16-8x8',
-  '128x128x16-8x8-g8',
-  '128x64x16-8x4',
   '64x128x16-4x8',
+  '64x128x8-8x8',
+  '128x128x16-8x8-g8',
   // sliced K: 2 or 4 K groups per workgroup
-  '64x64x16-4x4-k2',
-  '32x64x16-4x4-k2',
+  '128x64x16-8x4-k2',
   '64x64x8-8x8-w8-k2',
   '64x64x8-8x8-w8-k4',
-  '128x64x8-8x8-w8-k2',
-  '64x128x8-8x8-k2',
-  '128x64x16-8x4-k2',
-  '64x128x16-4x8-k2',
 ];
 /** The heater: a product that keeps the GPU busy before each timed candidate (its own tile, so its kernel name
  *  is no candidate's). */
@@ -127,10 +115,13 @@ async function main() {
       f();
       f();
       await gpu.sync();
+      for (let i = 0; i < 48; i++) matmul(gpu, hA, hB, { out: hC, tile: HEATER, splitK: 1 });
+      await gpu.sync();
       gpu.profiler.reset();
-      for (let i = 0; i < 24; i++) matmul(gpu, hA, hB, { out: hC, tile: HEATER, splitK: 1 });
+      const t0 = performance.now();
       for (let i = 0; i < reps; i++) f();
       await gpu.sync();
+      const wallUs = ((performance.now() - t0) * 1e3) / reps;
       const sum = (await gpu.profiler.summary()).filter((e) => e.name !== heaterName);
       const us = (sum.reduce((s, e) => s + e.totalMs, 0) * 1e3) / reps;
       const kernels = sum.map((e) => e.name).join('+');
@@ -152,16 +143,17 @@ async function main() {
         const e = Math.abs(got[m * N + n]! - s) / mag;
         err = Math.max(err, Number.isNaN(e) ? Infinity : e);
       }
-      return { us, kernels, err };
+      return { us, wallUs, kernels, err };
     } finally {
       release(gpu, out);
     }
   };
 
-  // the heater: 24 products of 2048 x 2048 x 1024 (about 1 ms each on an H200)
-  const hA = view(A, [2048, 1024]);
-  const hB = view(B, [1024, 2048]);
-  const hC = empty(gpu, [2048, 2048]);
+  // the heater: 48 products of 2048 x 2048 x 1024 (about 0.3 ms each on an H200)
+  const [hm, hk] = [Math.ceil(2048 / D), Math.ceil(1024 / D)];
+  const hA = view(A, [hm, hk]);
+  const hB = view(B, [hk, hm]);
+  const hC = empty(gpu, [hm, hm]);
   const heaterName = `matmul-${tileName(HEATER)}`;
   const best: MatmulTuningEntry[] = [];
 
@@ -190,7 +182,7 @@ async function main() {
       let row: Record<string, unknown> = { product: name, M, N, K, layout, cand: c.label };
       try {
         const r = await measure(M, N, K, layout, c);
-        row = { ...row, us: +r.us.toFixed(2), tflops: +((2 * M * N * K) / r.us / 1e6).toFixed(2), relErr: +r.err.toExponential(2), kernels: r.kernels };
+        row = { ...row, us: +r.us.toFixed(2), wallUs: +r.wallUs.toFixed(1), tflops: +((2 * M * N * K) / r.us / 1e6).toFixed(2), relErr: +r.err.toExponential(2), kernels: r.kernels };
         if (r.err < 1e-5) rows.push({ label: c.label, us: r.us, err: r.err });
       } catch (e) {
         row.error = (e as Error).message;
@@ -210,6 +202,7 @@ async function main() {
       product: name,
       shape: `${M}x${N}x${K} ${layout}`,
       perStep: count,
+      auto: (({ variant, splitK }) => `${variant}/s${splitK}`)(autoChoice(gpu, M, N, K, layout)),
       autoUs: auto ? +auto.us.toFixed(1) : null,
       autoTflops: auto ? +((2 * M * N * K) / auto.us / 1e6).toFixed(1) : null,
       best: ranked.slice(0, 4).map((r) => `${r.label} ${r.us.toFixed(1)}us ${((2 * M * N * K) / r.us / 1e6).toFixed(1)}TF`),

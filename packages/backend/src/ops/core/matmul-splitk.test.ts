@@ -3,7 +3,7 @@ import { createContext, type Context } from '../../context';
 import { randn, relErr } from '../../testing';
 import { download, poison, release, upload } from '../../tensor';
 import { matmulRef } from './core.ref';
-import { matmul, setMatmulTuning, type MatmulVariant } from './matmul';
+import { autoChoice, matmul, setMatmulTuning, type MatmulVariant } from './matmul';
 
 let ctx: Context;
 beforeAll(async () => {
@@ -34,6 +34,32 @@ describe('split-K matmul (skinny products: LoRA and weight gradients)', () => {
     expect(() => matmul(ctx, A, B, { transA, transB, splitK: 5 })).toThrow(/divisor/);
     expect(() => matmul(ctx, A, B, { transA, transB, splitK: 2, bias: upload(ctx, new Float32Array(N), [N]) })).toThrow(/splitK/);
     release(ctx, A, B);
+  });
+
+  it("auto's choice on a GPU for the training step's products (and LoRA's), and on a software adapter", () => {
+    const gpu = { info: { ...ctx.info, isSoftware: false } };
+    const pick = (M: number, N: number, K: number, l: 'NN' | 'NT' | 'TN', o = {}) => {
+      const c = autoChoice(gpu, M, N, K, l, o);
+      return `${c.variant}/s${c.splitK}`;
+    };
+    // [4096 x 512] outputs: the 128 x 128 tile unsplit over a short K, the split-K tile over a long K
+    expect(pick(4096, 512, 512, 'NT')).toBe('v4/s1');
+    expect(pick(4096, 512, 1376, 'NN')).toBe('v4/s1');
+    expect(pick(4096, 512, 8192, 'NN')).toBe('v8/s4');
+    expect(pick(4096, 512, 8192, 'NN', { accumulate: true })).toBe('v4/s1');
+    // weight gradients over 4096 tokens: v8 split to about 1024 workgroups (chunks of at least 256)
+    expect(pick(512, 512, 4096, 'TN')).toBe('v8/s16');
+    expect(pick(1376, 512, 4096, 'TN')).toBe('v8/s8');
+    // enough tiles: the layout's default, unsplit
+    expect(pick(4096, 1376, 512, 'NT')).toBe('v4/s1');
+    expect(pick(8192, 512, 4096, 'TN')).toBe('v5/s1');
+    // LoRA r = 16 (2048 tokens, hidden 2048): skinny tiles, and v1 + split-K for the TN products
+    expect(pick(2048, 16, 2048, 'NT')).toBe('v6/s8');
+    expect(pick(2048, 16, 2048, 'TN')).toBe('v1/s8');
+    expect(pick(16, 2048, 2048, 'TN')).toBe('v1/s8');
+    // small products keep the small tile
+    expect(pick(256, 256, 256, 'NN')).toBe('v1/s1');
+    expect(autoChoice(ctx, 4096, 512, 512, 'NT').variant).toBe(ctx.info.isSoftware ? 'v0' : 'v4');
   });
 
   it('a tuning table replaces auto for its shapes only (tile, sliced K and split-K), and rejects bad entries', async () => {

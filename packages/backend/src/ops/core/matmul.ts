@@ -45,6 +45,10 @@ export const MATMUL_VARIANTS = {
   v6: { bm: 128, bn: 16, bk: 16, tm: 8, tn: 4 },
   /** Skinny M (LoRA's dA = du^T x with M = r <= 16): 16 rows x 128 columns per workgroup. */
   v7: { bm: 16, bn: 128, bk: 16, tm: 4, tn: 8 },
+  /** Split-K tile for long-K products with few output tiles (weight gradients `dY^T x` over 4096 tokens):
+   *  128 x 64, BK 16, 8 x 4 per thread, 256 threads (the winner of `bench/matmul-sweep.ts` on an H200 for every
+   *  weight-gradient product of the benchmark training step). */
+  v8: { bm: 128, bn: 64, bk: 16, tm: 8, tn: 4 },
 } as const satisfies Record<string, MatmulTile | null>;
 export type MatmulVariant = keyof typeof MATMUL_VARIANTS;
 
@@ -52,11 +56,22 @@ export type MatmulVariant = keyof typeof MATMUL_VARIANTS;
  *  output tiles. */
 export const MATMUL_DEFAULT: Readonly<Record<'NN' | 'NT' | 'TN' | 'TT', MatmulVariant>> = { NN: 'v4', NT: 'v4', TN: 'v5', TT: 'v4' };
 export const MATMUL_SMALL: MatmulVariant = 'v1';
+/** The variant `auto` splits long-K products with few tiles over (below MIN_TILES tiles of the default, K at
+ *  least SPLIT_MIN_K, no bias / accumulate / batch). */
+export const MATMUL_SPLIT: MatmulVariant = 'v8';
 /** The variant `auto` uses on software adapters (lavapipe): as fast there at test sizes, and its pipelines
  *  compile in tens of milliseconds instead of about a second each. */
 export const MATMUL_SOFTWARE: MatmulVariant = 'v0';
-/** `auto` falls back to MATMUL_SMALL below this many workgroups of the default tile. */
+/** Below this many workgroups of the default tile `auto` looks for more parallelism: split-K for a long K, the
+ *  default tile otherwise (measured on an H200, `bench/matmul-sweep.ts`: a [4096 x 512] output over K = 512 ran
+ *  76 us on v4's 128 tiles against 111 us on v1's 512; the training step's products together took 31 ms per step
+ *  on the old choice, v1 below this count, against 24 ms on the sweep's winners). */
 const MIN_TILES = 264;
+/** Fewer tiles of the default than this: MATMUL_SMALL (a product too small to fill even a fraction of a GPU with
+ *  large tiles; LoRA's TN products with r = 16 land here and keep v1 + split-K). */
+const TINY_TILES = 32;
+/** The shortest K `auto` splits over MATMUL_SPLIT (K = 1376 products ran no faster split on an H200). */
+const SPLIT_MIN_K = 2048;
 /** `auto` keeps products with a K below this off the tensor cores: measured on an H200, LoRA's K = 16
  *  products took 28-31 us there against 16 us on the portable v1 kernel. */
 const TC_MIN_K = 64;
@@ -164,10 +179,11 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
       variant = tuned.variant ?? 'auto';
     }
   }
-  if (variant === 'auto' && !path.tc) variant = opts.tile ? 'v1' : autoVariant(ctx, Mk, N, batch, transA, transB);
+  const splittable = !opts.accumulate && !opts.bias;
+  if (variant === 'auto' && !path.tc) variant = opts.tile ? 'v1' : autoVariant(ctx, Mk, N, K, batch, transA, transB, splittable);
   if (!path.tc && !Object.hasOwn(MATMUL_VARIANTS, variant)) throw new ShapeError(`matmul: unknown variant '${variant}'`);
   const tileOf = path.tc ? null : opts.tile ?? MATMUL_VARIANTS[variant as MatmulVariant];
-  const splits = splitK(ctx, Mk, N, K, batch, tileOf, opts);
+  const splits = splitK(ctx, Mk, N, K, batch, variant, tileOf, opts);
   if (splits > 1) {
     // few output tiles and a long K: partial products over K chunks as a batch (chunk z starts z * kc along K;
     // the row strides stay those of the whole operands), then summed over the chunks in a fixed order
@@ -231,8 +247,10 @@ interface Launch extends MatmulLaunch {
 }
 
 /** The variant `auto` picks: software adapters the reference; skinny NN / NT products (N or M at most SKINNY)
- *  the skinny tiles; products with few tiles of the default tile the small tile; the rest the layout's default. */
-function autoVariant(ctx: Context, M: number, N: number, batch: number, transA: boolean, transB: boolean): MatmulVariant {
+ *  the skinny tiles; products with at least MIN_TILES tiles of the layout's default tile that default; tiny ones
+ *  (under TINY_TILES) the small tile; in between, long-K products that may be split (`splittable`) the split-K
+ *  tile, the rest the default. */
+function autoVariant(ctx: Context, M: number, N: number, K: number, batch: number, transA: boolean, transB: boolean, splittable: boolean): MatmulVariant {
   if (ctx.info.isSoftware) return MATMUL_SOFTWARE;
   // measured on an H200 (bench/matmul-tc-bench.ts, LoRA r = 16 at 2048 x 2048): NT / NN with N = 16 run
   // 103 us -> 43-46 us on v6 + split-K; TN products stay faster on v1 + split-K (34 us vs 39-41 on v6 / v7)
@@ -240,7 +258,33 @@ function autoVariant(ctx: Context, M: number, N: number, batch: number, transA: 
   if (!transA && M <= SKINNY && N > SKINNY) return 'v7';
   const big = MATMUL_DEFAULT[`${transA ? 'T' : 'N'}${transB ? 'T' : 'N'}`];
   const t = MATMUL_VARIANTS[big] ?? MATMUL_VARIANTS.v2;
-  return Math.ceil(M / t.bm) * Math.ceil(N / t.bn) * batch < MIN_TILES ? MATMUL_SMALL : big;
+  const tiles = Math.ceil(M / t.bm) * Math.ceil(N / t.bn) * batch;
+  if (tiles >= MIN_TILES) return big;
+  // tiny products and products narrower than the big tile (mostly empty tiles) keep the small tile
+  if (tiles < TINY_TILES || M < t.bm || N < t.bn) return MATMUL_SMALL;
+  if (splittable && batch === 1 && K >= SPLIT_MIN_K) {
+    const st = MATMUL_VARIANTS[MATMUL_SPLIT]!;
+    return M >= st.bm && N >= st.bn ? MATMUL_SPLIT : MATMUL_SMALL;
+  }
+  return big;
+}
+
+/**
+ * What `auto` runs on the portable f32 path for an unbatched-after-folding product of these sizes in this layout
+ * (tuning tables aside): the variant and the split-K chunk count. For benchmarks and tests.
+ */
+export function autoChoice(
+  ctx: Pick<Context, 'info'>,
+  M: number,
+  N: number,
+  K: number,
+  layout: 'NN' | 'NT' | 'TN' | 'TT',
+  opts: Pick<MatmulOptions, 'bias' | 'accumulate'> & { batch?: number } = {},
+): { variant: MatmulVariant; splitK: number } {
+  const batch = opts.batch ?? 1;
+  const [tA, tB] = [layout[0] === 'T', layout[1] === 'T'];
+  const variant = autoVariant(ctx as Context, M, N, K, batch, tA, tB, !opts.accumulate && !opts.bias);
+  return { variant, splitK: splitK(ctx as Context, M, N, K, batch, variant, MATMUL_VARIANTS[variant], opts) };
 }
 
 /** Encode one launch on the tensor cores (path.tc) or the portable kernel of `variant` / `opts.tile`. */
@@ -263,7 +307,7 @@ function encode(
     if (done) return;
     // the tensor-core kernel is still being checked (or failed its check): the portable kernel runs this time
     if (opts.tensorCores) throw new ShapeError(`matmul: tensorCores: true, but the tensor-core kernel is not ready (await tensorCoresReady(ctx); failures: tcFailures(ctx))`);
-    variant = autoVariant(ctx, Mk, N, batch, transA, transB);
+    variant = autoVariant(ctx, Mk, N, K, batch, transA, transB, false);
   }
   if (batch > 65535) throw new ShapeError(`matmul: a batch of ${batch} is more than one dispatch takes (65535)`);
   // without a bias the kernel never reads binding 3: A is bound there again (read-only bindings may alias)
@@ -432,12 +476,14 @@ export function checkTile(ctx: Context, t: MatmulTile): MatmulTile {
   return t;
 }
 
-/** Outputs per workgroup tile that split-K aims to fill the GPU with (about 4 workgroups per SM on an H100). */
-const SPLIT_TARGET = 528;
+/** Workgroups that split-K aims to fill the GPU with, per tile it splits (about 4 per SM of an H100 for the
+ *  small and skinny tiles; MATMUL_SPLIT measured best at 512-1400 workgroups on an H200). */
+const SPLIT_TARGET: Partial<Record<MatmulVariant, number>> = { v1: 528, v6: 528, v7: 528, v8: 1024 };
 
-/** How many K chunks an unbatched product is split into (1: none): `opts.splitK`, or under `auto` on GPUs enough
- *  chunks of at least 256 to give the product about SPLIT_TARGET workgroups when its tile leaves the GPU idle. */
-function splitK(ctx: Context, M: number, N: number, K: number, batch: number, tile: MatmulTile | null, opts: MatmulOptions): number {
+/** How many K chunks an unbatched product is split into (1: none): `opts.splitK`, or on GPUs for the variants in
+ *  SPLIT_TARGET (chosen by `auto` or named without a tile; tensor-core products as v1) enough chunks of at least
+ *  256 to give the product about that many workgroups when its tile leaves the GPU idle. */
+function splitK(ctx: Context, M: number, N: number, K: number, batch: number, variant: string, tile: MatmulTile | null, opts: MatmulOptions): number {
   if (opts.splitK !== undefined) {
     if (!Number.isInteger(opts.splitK) || opts.splitK < 1 || K % opts.splitK)
       throw new ShapeError(`matmul: splitK ${opts.splitK} must be a positive divisor of K = ${K}`);
@@ -446,11 +492,13 @@ function splitK(ctx: Context, M: number, N: number, K: number, batch: number, ti
     return opts.splitK;
   }
   if (opts.tile || ctx.info.isSoftware) return 1;
-  if (batch !== 1 || opts.accumulate || opts.bias || K < 1024) return 1;
+  // no portable tile (tensor cores, v0): sized as for 64 x 64 tiles
   const t = tile ?? { bm: 64, bn: 64 };
+  const target = tile ? SPLIT_TARGET[variant as MatmulVariant] : SPLIT_TARGET.v1;
+  if (!target || batch !== 1 || opts.accumulate || opts.bias || K < 1024) return 1;
   const tiles = Math.ceil(M / t.bm) * Math.ceil(N / t.bn);
   if (tiles >= MIN_TILES) return 1;
-  let s = Math.min(16, Math.ceil(SPLIT_TARGET / tiles), Math.floor(K / 256));
+  let s = Math.min(16, Math.ceil(target / tiles), Math.floor(K / 256));
   while (s > 1 && K % s) s--;
   return s;
 }
