@@ -4,9 +4,9 @@ import type { DType } from '../../dtype';
 import { ConfigError, ShapeError } from '../../errors';
 import { release, upload } from '../../tensor';
 import { absErr, dot, finiteDiff, randn, relErr } from '../../testing';
-import { rope, ropeAttentionScaling, ropeBackward, ropeInvFreq, type RopeFreqConfig } from './rope';
+import { rope, ropeAttentionScaling, ropeInvFreq, type RopeFreqConfig } from './rope';
 import { HF_COS_DEFAULT64, HF_ROPE, HF_SIN_DEFAULT64 } from './rope.hf';
-import { get, poisoned, randTensor } from './test-util';
+import { checkRope, get, poisoned, randTensor } from './test-util';
 import { refRope, type Geo } from './llm.ref';
 
 let ctx: Context;
@@ -135,28 +135,8 @@ describe('rope kernel', () => {
   ];
   for (const [name, g, dt, rd, posMode] of cases) {
     it(`forward and backward: ${name}`, async () => {
-      const inv = ropeInvFreq({ theta: 10000, headDim: rd });
-      const shape = g.layout === 'BTHD' ? [g.b, g.t, g.h, g.d] : [g.b, g.h, g.t, g.d];
-      const n = shape.reduce((a, b) => a * b);
-      const x = randTensor(ctx, shape, dt, n);
-      const dy = randTensor(ctx, shape, dt, n + 1);
-      const invT = upload(ctx, inv, [inv.length]);
-      let pos: number[][];
-      let ids;
-      if (posMode === 'ids2') {
-        pos = Array.from({ length: g.b }, (_, b) => Array.from({ length: g.t }, (_, t) => (b * 7919 + t * 104729) % 100000));
-        ids = upload(ctx, pos.flat(), [g.b, g.t], 'i32');
-      } else if (posMode === 'ids1') {
-        const p1 = Array.from({ length: g.t }, (_, t) => 3 * t + 40000);
-        pos = Array.from({ length: g.b }, () => p1);
-        ids = upload(ctx, p1, [g.t], 'i32');
-      } else pos = Array.from({ length: g.b }, () => Array.from({ length: g.t }, (_, t) => t + posMode));
-      const opts = { layout: g.layout, positionIds: ids, positionOffset: typeof posMode === 'number' ? posMode : 0 };
-      const y = rope(ctx, x.t, invT, { ...opts, out: poisoned(ctx, shape) });
-      const dx = ropeBackward(ctx, dy.t, invT, { ...opts, out: poisoned(ctx, shape) });
-      expect(absErr(await get(ctx, y), refRope(x.data, inv, pos, g))).toBeLessThan(2e-5);
-      expect(absErr(await get(ctx, dx), refRope(dy.data, inv, pos, g, -1))).toBeLessThan(2e-5);
-      release(ctx, x.t, dy.t, invT, y, dx, ...(ids ? [ids] : []));
+      const n = g.b * g.t * g.h * g.d;
+      await checkRope(ctx, g, dt, rd, posMode, 40000, [n, n + 1]);
     });
   }
 
