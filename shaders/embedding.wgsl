@@ -7,7 +7,7 @@
 //   out [N, D] (rw f32). ids and out may themselves be row chunks of the caller's tensors.
 // Params: units (N * D / VEC), D, du (D / VEC), vocab, v0, vrows, zero (1: write zeros for bad ids).
 // Prepended: const WG, UPT (units per thread), VEC, alias V, ld_w, st_out.
-// Thread t of workgroup b handles units b*WG*UPT + t + j*WG (coalesced along D).
+// Entry point: unit-loop.wgsl (appended), over load_unit / store_unit: units along D are coalesced.
 
 struct G { v: V, write: bool, }
 
@@ -21,23 +21,12 @@ fn gather(un: u32) -> G {
   return G(ld_w(r * p.D + c * VEC), true);
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-        @builtin(local_invocation_index) t: u32) {
-  let b0 = (wid.x + wid.y * nwg.x) * WG * UPT;
-  if (b0 + WG * UPT <= p.units) {
-    var v: array<G, UPT>;
-    for (var j = 0u; j < UPT; j++) { v[j] = gather(b0 + t + j * WG); }
-    for (var j = 0u; j < UPT; j++) {
-      if (v[j].write) { st_out((b0 + t + j * WG) * VEC, v[j].v); }
-    }
-  } else {
-    for (var j = 0u; j < UPT; j++) {
-      let un = b0 + t + j * WG;
-      if (un < p.units) {
-        let g = gather(un);
-        if (g.write) { st_out(un * VEC, g.v); }
-      }
-    }
-  }
+alias U = G;
+
+fn load_unit(un: u32) -> U {
+  return gather(un);
+}
+
+fn store_unit(un: u32, g: U) {
+  if (g.write) { st_out(un * VEC, g.v); }
 }

@@ -4,37 +4,22 @@
 // Params: units (n / VEC).
 // Prepended: const WG, UPT, VEC, alias V, ld_dout, ld_gate, ld_up, st_dgate(e, v), st_dup(e, v), and the
 //   activation: act_grad(g) -> ActGrad (y = act(g), d = act'(g); shaders/act-*.wgsl).
+// Entry point: unit-loop.wgsl (appended), over load_unit / store_unit.
 
-fn grads(dy: V, g: V, u: V, e: u32) {
-  let a = act_grad(g);
-  st_dgate(e, dy * u * a.d);
-  st_dup(e, dy * a.y);
+struct U {
+  dy: V,
+  g: V,
+  u: V,
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-        @builtin(local_invocation_index) t: u32) {
-  let b0 = (wid.x + wid.y * nwg.x) * WG * UPT;
-  if (b0 + WG * UPT <= p.units) {
-    var dy: array<V, UPT>;
-    var g: array<V, UPT>;
-    var u: array<V, UPT>;
-    for (var j = 0u; j < UPT; j++) {
-      let e = (b0 + t + j * WG) * VEC;
-      dy[j] = ld_dout(e);
-      g[j] = ld_gate(e);
-      u[j] = ld_up(e);
-    }
-    for (var j = 0u; j < UPT; j++) {
-      grads(dy[j], g[j], u[j], (b0 + t + j * WG) * VEC);
-    }
-  } else {
-    for (var j = 0u; j < UPT; j++) {
-      let un = b0 + t + j * WG;
-      if (un < p.units) {
-        let e = un * VEC;
-        grads(ld_dout(e), ld_gate(e), ld_up(e), e);
-      }
-    }
-  }
+fn load_unit(un: u32) -> U {
+  let e = un * VEC;
+  return U(ld_dout(e), ld_gate(e), ld_up(e));
+}
+
+fn store_unit(un: u32, x: U) {
+  let e = un * VEC;
+  let a = act_grad(x.g);
+  st_dgate(e, x.dy * x.u * a.d);
+  st_dup(e, x.dy * a.y);
 }

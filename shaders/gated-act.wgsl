@@ -4,30 +4,18 @@
 // Params: units (n / VEC).
 // Prepended: const WG, UPT (units per thread), VEC, alias V, ld_gate(e) / ld_up(e) (logical element e of
 //   [n] = [rows * I]), st_out(e, v), and the activation: act(g) (shaders/act-*.wgsl).
-// Thread t of workgroup w handles units w*WG*UPT + t + j*WG, j < UPT (coalesced; loads issued before use).
+// Entry point: unit-loop.wgsl (appended), over load_unit / store_unit.
 
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-        @builtin(local_invocation_index) t: u32) {
-  let b0 = (wid.x + wid.y * nwg.x) * WG * UPT;
-  if (b0 + WG * UPT <= p.units) {
-    var g: array<V, UPT>;
-    var u: array<V, UPT>;
-    for (var j = 0u; j < UPT; j++) {
-      let e = (b0 + t + j * WG) * VEC;
-      g[j] = ld_gate(e);
-      u[j] = ld_up(e);
-    }
-    for (var j = 0u; j < UPT; j++) {
-      st_out((b0 + t + j * WG) * VEC, act(g[j]) * u[j]);
-    }
-  } else {
-    for (var j = 0u; j < UPT; j++) {
-      let un = b0 + t + j * WG;
-      if (un < p.units) {
-        let e = un * VEC;
-        st_out(e, act(ld_gate(e)) * ld_up(e));
-      }
-    }
-  }
+struct U {
+  g: V,
+  u: V,
+}
+
+fn load_unit(un: u32) -> U {
+  let e = un * VEC;
+  return U(ld_gate(e), ld_up(e));
+}
+
+fn store_unit(un: u32, x: U) {
+  st_out(un * VEC, act(x.g) * x.u);
 }

@@ -1,4 +1,5 @@
 import embeddingWgsl from '../../../../../shaders/embedding.wgsl';
+import unitLoopWgsl from '../../../../../shaders/unit-loop.wgsl';
 import embeddingBwdWgsl from '../../../../../shaders/embedding-backward.wgsl';
 import embeddingSortWgsl from '../../../../../shaders/embedding-sort.wgsl';
 import type { Context } from '../../context';
@@ -65,7 +66,7 @@ export function embedding(ctx: Context, ids: DeviceTensor, weight: DeviceTensor,
   ]);
   const vec = vecFor(d, [weight.dtype]);
   const k = llmKernel(ctx, `embedding:v${vec}:${weight.dtype}`, () => ({
-    code: vecPrelude({ WG, UPT }, vec, [['w', weight.dtype]], ['out']) + embeddingWgsl,
+    code: vecPrelude({ WG, UPT }, vec, [['w', weight.dtype]], ['out']) + embeddingWgsl + unitLoopWgsl,
     bindings: [
       { name: 'ids', access: 'read', dtype: 'i32' },
       { name: 'w', access: 'read', dtype: weight.dtype },

@@ -2,6 +2,7 @@
  *  backward kernel, specialised by the activation (shaders/act-*.wgsl). */
 import gatedWgsl from '../../../../../shaders/gated-act.wgsl';
 import gatedBwdWgsl from '../../../../../shaders/gated-act-backward.wgsl';
+import unitLoopWgsl from '../../../../../shaders/unit-loop.wgsl';
 import siluWgsl from '../../../../../shaders/act-silu.wgsl';
 import geluTanhWgsl from '../../../../../shaders/act-gelu-tanh.wgsl';
 import type { Context } from '../../context';
@@ -45,7 +46,7 @@ function gatedForward(ctx: Context, act: GateActivation, op: string, gate: Devic
   ]);
   const vec = vecFor(I, [gate.dtype, up.dtype]);
   const k = llmKernel(ctx, `gated:${act}:v${vec}:${gate.dtype}${up.dtype}`, () => ({
-    code: vecPrelude({ WG, UPT }, vec, [['gate', gate.dtype], ['up', up.dtype]], ['out']) + ACTIVATIONS[act] + gatedWgsl,
+    code: vecPrelude({ WG, UPT }, vec, [['gate', gate.dtype], ['up', up.dtype]], ['out']) + ACTIVATIONS[act] + gatedWgsl + unitLoopWgsl,
     bindings: [
       { name: 'gate', access: 'read', dtype: gate.dtype },
       { name: 'up', access: 'read', dtype: up.dtype },
@@ -93,7 +94,8 @@ function gatedBackward(
     code:
       vecPrelude({ WG, UPT }, vec, [['dout', dout.dtype], ['gate', gate.dtype], ['up', up.dtype]], ['dgate', 'dup']) +
       ACTIVATIONS[act] +
-      gatedBwdWgsl,
+      gatedBwdWgsl +
+      unitLoopWgsl,
     bindings: [
       { name: 'dout', access: 'read', dtype: dout.dtype },
       { name: 'gate', access: 'read', dtype: gate.dtype },
