@@ -148,7 +148,7 @@ function probe(): Record<string, unknown>[] {
 /**
  * The variant sweep: each variant of TC_TILES (or --sweep=names) and the ablations, over the three products in
  * NN / NT / TN. Three passes, so that no compile or host work idles the GPU just before a timing (on
- * 2026-11-25 the H200 idled at 345 MHz and timings taken right after a compile or a 184 MB read-back varied 2-3x
+ * 2026-11-24 the H200 idled at 345 MHz and timings taken right after a compile or a 184 MB read-back varied 2-3x
  * for the same pipeline): (1) every pipeline is built first; (2) each timing follows at least `SPIN_MS` of
  * back-to-back runs of the same product, then `reps` runs timed by the wall clock between two syncs and `reps`
  * more by the profiler; (3) a correctness pass: NaN-poisoned output, one run, `SAMPLES` outputs against float64

@@ -53,7 +53,7 @@ export interface TcTile {
 
 /** The kernel variants (tiles with their staging) that tests check and the sweep measures; `auto` picks
  *  `tcTuning.big` / `tcTuning.small`. The first six are the plain forms measured on 2026-11-24 (16-byte loads, two
- *  buffers); v1.. are the numbered variants of the 2026-11-25 sweep (docs/PERFORMANCE.md). */
+ *  buffers); v1.. are the numbered variants of the 2026-11-24 sweep (docs/PERFORMANCE.md). */
 export const TC_TILES = {
   t128x128: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 4 },
   t128x128w4: { bm: 128, bn: 128, bk: 32, sgm: 2, sgn: 2 },
@@ -93,7 +93,9 @@ export const TC_TILES = {
 export type TcTileName = keyof typeof TC_TILES;
 
 /** Tuning of `auto` (a benchmark may change it): the big and small tile and the tile count below which the
- *  small one runs. */
+ *  small one runs. Measured on an H200 (2026-11-24, `matmul-tc-bench --sweep`, docs/PERFORMANCE.md): v15 runs
+ *  230 / 241 TFLOP/s (NN / TN) on 4096^3 and 214-252 on the LLM shapes, v14 (NT) 193-218; the earlier big tile
+ *  t128x256k16 131-148 under the same timing. */
 export const tcTuning: { big: TcTileName; bigAlt: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
   big: 'v15',
   /** The big tile where `big` does not fit the layout (v15's 48-deep slices of a [N, K] B exceed 48 KiB). */
