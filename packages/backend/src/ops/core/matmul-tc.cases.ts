@@ -10,7 +10,7 @@ import { download, empty, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul } from './matmul';
-import { contextTcPlan, TC_TILES, tcFailures, tcTileProblem, tensorCoresReady, type TcTile, type TcTileName } from './matmul-tc';
+import { contextTcPlan, TC_TILES, tcFailures, tcTileProblem, tcTuning, tensorCoresReady, type TcTile, type TcTileName } from './matmul-tc';
 
 export interface TcCase {
   M: number;
@@ -128,6 +128,14 @@ export function tcCases(ctx: Context): TcCase[] {
     if (fits(false, true)) cases.push({ M: 256, N: 256, K: 256, transB: true, tile });
     if (fits(true, false)) cases.push({ M: 131, N: 69, K: 72, transA: true, tile });
     if (fits(false, false)) cases.push({ M: 200, N: 136, K: 40, tile });
+  }
+  // auto's big tiles (the sizes above are small enough for its small tile) with batches and the epilogues, K not
+  // a multiple of their slice depth
+  for (const tile of [tcTuning.big, tcTuning.bigAlt]) {
+    const fits = (tA: boolean, tB: boolean) => 'frag' in plan && !tcTileProblem(TC_TILES[tile], plan, ctx.info.limits, tA, tB);
+    if (fits(false, false)) cases.push({ M: 160, N: 300, K: 100, batchA: 2, batchB: 2, bias: true, tile });
+    if (fits(true, false)) cases.push({ M: 130, N: 264, K: 200, transA: true, alpha: 0.5, accumulate: true, tile });
+    if (fits(false, true)) cases.push({ M: 129, N: 257, K: 97, batchA: 3, transB: true, bias: true, accumulate: true, tile });
   }
   return cases;
 }
