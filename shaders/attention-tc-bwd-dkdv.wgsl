@@ -10,16 +10,17 @@
 // Params: as attention-bwd-dkdv.wgsl (T, S, Hq, Hkv, G, qOffset, causal, window, hasMask, scale, scale2, capin,
 //   capmul).
 // Prepended by the wrapper (ops/attention/flash-tc.ts): aliases Lm, Rm, Acc of the adapter's fragment and the
-//   loads ld_kl, ld_vl (left: K and V rows, staged through Qs / dOs), ld_qt, ld_dot (right: Q^T, dO^T, col_major
-//   from Qs / dOs), ld_pt, ld_dst (left: P^T, dS^T from Pt / dSt), ld_do, ld_q (right: dO, Q row_major), and
+//   loads ld_kl (left: K or V rows, staged through Qs), ld_qt, ld_dot (right: Q^T, dO^T, col_major from Qs /
+//   dOs), ld_pds (left: P^T or dS^T from PdS), ld_do, ld_q (right: dO, Q row_major), and
 //   unit_q / unit_k / unit_v / unit_do.
-// Scheme: NSG subgroups own SM keys each (BC = NSG * SM), K and V kept in registers as left matrices, dK and dV
-//   in DP/SN accumulators each for the whole pass. Per step (q head, block of BR queries; the next step's Q, dO,
-//   lse, delta fetched one step ahead): S^T -> Ss; each thread (key row r, query columns j*TPR + cp) keeps P in
-//   registers and writes it to Pt (f16); dP^T -> Ss; dS^T * scale -> dSt (f16); then the two updates.
+// Scheme: NSG subgroups own SM keys each (BC = NSG * SM), K and V (staged one after the other through Qs) kept in
+//   registers as left matrices, dK and dV in DP/SN accumulators each for the whole pass. Per step (q head, block
+//   of BR queries; the next step's Q, dO, lse, delta fetched one step ahead): S^T -> Ss; each thread (key row r,
+//   query columns j*TPR + cp) keeps P in registers and writes it to PdS (f16); dV += P^T dO and dP^T -> Ss;
+//   dS^T * scale -> PdS (the same rows: each subgroup reads only its own); dK += dS^T Q.
 // Template: `const` lines and `//@unroll` blocks are rewritten by the wrapper (specialize in common.ts).
-// Constants: D, DP, BC, BR, NSG, SG, SM, SN, SK, TPR (= SG / SM); QROWS = max(BR, BC) rows of Qs and dOs; QSTR
-//   row stride of Qs / dOs, PSTR of Pt / dSt (halves), SSTR of Ss (floats); NDK = DP/SK, NBN = BR/SN,
+// Constants: D, DP, BC, BR, NSG, SG, SM, SN, SK, TPR (= SG / SM); QROWS = max(BR, BC) rows of Qs (BR of dOs);
+//   QSTR row stride of Qs / dOs, PSTR of PdS (halves), SSTR of Ss (floats); NDK = DP/SK, NBN = BR/SN,
 //   NBK = BR/SK, NDN = DP/SN; CPT = BR/TPR, OPT = DP/TPR; NQU = ceil(BR*DP/8/NT) units of a Q or dO block per
 //   thread, NQM = ceil(BR/NT) rows of lse / delta per thread.
 // Workgroup: NT = NSG * SG threads; grid (ceil(S / BC), Hkv, B).
@@ -52,9 +53,8 @@ const NT: u32 = NSG * SG;
 const LOG2E: f32 = 1.4426950408889634;
 
 var<workgroup> Qs: array<f16, QROWS * QSTR>;
-var<workgroup> dOs: array<f16, QROWS * QSTR>;
-var<workgroup> Pt: array<f16, BC * PSTR>;
-var<workgroup> dSt: array<f16, BC * PSTR>;
+var<workgroup> dOs: array<f16, BR * QSTR>;
+var<workgroup> PdS: array<f16, BC * PSTR>;
 var<workgroup> Ss: array<f32, BC * SSTR>;
 var<workgroup> qL: array<f32, BR>;
 var<workgroup> qD: array<f32, BR>;
@@ -137,20 +137,29 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
   let cp = vt % TPR;
   let rb = sg * SM;
 
-  // K -> Qs and V -> dOs (zero rows past S, zero columns past D), then into registers as left matrices.
+  // K, then V -> Qs (zero rows past S, zero columns past D), each into registers as left matrices.
   for (var u = lid; u < BC * (DP / 8u); u += NT) {
     let row = u / (DP / 8u);
     let c = (u % (DP / 8u)) * 8u;
     var n = 0u;
     if (s0 + row < p.S && c < D) { n = D - c; }
-    let g = ((b * p.S + s0 + row) * p.Hkv + kh) * D + c;
-    put_qs(row * QSTR + c, unit_k(g, n));
-    put_dos(row * QSTR + c, unit_v(g, n));
+    put_qs(row * QSTR + c, unit_k(((b * p.S + s0 + row) * p.Hkv + kh) * D + c, n));
   }
   workgroupBarrier();
   //@unroll i NDK
   let k$i = ld_kl(rb * QSTR + $i * SK);
-  let v$i = ld_vl(rb * QSTR + $i * SK);
+  //@end
+  workgroupBarrier();
+  for (var u = lid; u < BC * (DP / 8u); u += NT) {
+    let row = u / (DP / 8u);
+    let c = (u % (DP / 8u)) * 8u;
+    var n = 0u;
+    if (s0 + row < p.S && c < D) { n = D - c; }
+    put_qs(row * QSTR + c, unit_v(((b * p.S + s0 + row) * p.Hkv + kh) * D + c, n));
+  }
+  workgroupBarrier();
+  //@unroll i NDK
+  let v$i = ld_kl(rb * QSTR + $i * SK);
   //@end
 
   // this thread's key: in range and not masked
@@ -174,7 +183,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
   if (nsteps > 0u) { fetch_q(kh * p.G, qb0 * BR, b, lid); }
   for (var st = 0u; st < nsteps; st++) {
     let t0 = (qb0 + st % nq) * BR;
-    workgroupBarrier();  // the previous step's reads of Qs, dOs, Ss (or the K / V loads) are done
+    workgroupBarrier();  // the previous step's reads of Qs, dOs, PdS (or the K / V loads) are done
     stash_q(lid);
     workgroupBarrier();
     if (st + 1u < nsteps) { fetch_q(kh * p.G + (st + 1u) / nq, (qb0 + (st + 1u) % nq) * BR, b, lid); }
@@ -202,12 +211,17 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
       let pp = select(0.0, exp2(sd.x - qL[c]), vis);
       pv[$j] = pp;
       cd[$j] = sd.y * p.scale;
-      Pt[r * PSTR + c] = f16(pp);
+      PdS[r * PSTR + c] = f16(pp);
     }
     //@end
     workgroupBarrier();
 
-    // dP^T = V dO^T -> Ss
+    // dV += P^T dO; dP^T = V dO^T -> Ss
+    //@unroll n NDN
+    //@unroll k NBK
+    dv$n = subgroupMatrixMultiplyAccumulate(ld_pds(rb * PSTR + $k * SK), ld_do($k * SK * QSTR + $n * SN), dv$n);
+    //@end
+    //@end
     //@unroll j NBN
     {
       var d$j = zacc;
@@ -222,16 +236,15 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
     //@unroll j CPT
     {
       let c = $j * TPR + cp;
-      dSt[r * PSTR + c] = f16(pv[$j] * (Ss[r * SSTR + c] - qD[c]) * cd[$j]);
+      PdS[r * PSTR + c] = f16(pv[$j] * (Ss[r * SSTR + c] - qD[c]) * cd[$j]);
     }
     //@end
     workgroupBarrier();
 
-    // dV += P^T dO, dK += dS^T Q (already scaled)
+    // dK += dS^T Q (already scaled)
     //@unroll n NDN
     //@unroll k NBK
-    dv$n = subgroupMatrixMultiplyAccumulate(ld_pt(rb * PSTR + $k * SK), ld_do($k * SK * QSTR + $n * SN), dv$n);
-    dk$n = subgroupMatrixMultiplyAccumulate(ld_dst(rb * PSTR + $k * SK), ld_q($k * SK * QSTR + $n * SN), dk$n);
+    dk$n = subgroupMatrixMultiplyAccumulate(ld_pds(rb * PSTR + $k * SK), ld_q($k * SK * QSTR + $n * SN), dk$n);
     //@end
     //@end
   }

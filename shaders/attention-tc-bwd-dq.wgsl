@@ -114,12 +114,12 @@ fn stash_kv(lid: u32) {
 }
 
 @compute @workgroup_size(NT)
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32,
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32,
         @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
   let h = wid.y;
   let b = wid.z;
   let kh = h / p.G;
-  let t0 = wid.x * BR;
+  let t0 = (nwg.x - 1u - wid.x) * BR;  // last row blocks (the most keys under causal masking) first
   let vt = sg * SG + lane;
   let r = vt / TPR;
   let cp = vt % TPR;

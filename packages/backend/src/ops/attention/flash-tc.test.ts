@@ -31,7 +31,7 @@ describe('tensor-core attention path selection (runs everywhere)', () => {
     const nv = tcAttnPathFor(fakeInfo({ configs: NVIDIA }), 64);
     if (!('plan' in nv)) throw new Error(nv.reason);
     expect(nv.plan.frag).toMatchObject({ M: 16, N: 16, K: 16 });
-    expect(nv.tiles).toEqual({ fwd: { nsg: 4, b: 64 }, dq: { nsg: 4, b: 64 }, dkdv: { nsg: 4, b: 32 } });
+    expect(nv.tiles).toEqual({ fwd: { nsg: 4, b: 64 }, dq: { nsg: 4, b: 64 }, dkdv: { nsg: 4, b: 64 } });
     const d128 = tcAttnPathFor(fakeInfo({ configs: NVIDIA }), 128);
     if (!('plan' in d128)) throw new Error(d128.reason);
     for (const k of KINDS) {
@@ -69,7 +69,7 @@ describe('tensor-core attention path selection (runs everywhere)', () => {
     expect(chooseTcAttnTiles(plan, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 }, 64)).toEqual({
       fwd: { nsg: 2, b: 64 },
       dq: { nsg: 2, b: 64 },
-      dkdv: { nsg: 2, b: 32 },
+      dkdv: { nsg: 2, b: 64 },
     });
   });
 

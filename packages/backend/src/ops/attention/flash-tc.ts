@@ -43,7 +43,7 @@ export type TcAttnKind = keyof TcAttnTiles;
 const CANDIDATES: Record<TcAttnKind, TcAttnTile[]> = {
   fwd: [{ nsg: 4, b: 64 }, { nsg: 4, b: 32 }, { nsg: 2, b: 64 }, { nsg: 2, b: 32 }, { nsg: 1, b: 32 }, { nsg: 1, b: 16 }, { nsg: 1, b: 8 }],
   dq: [{ nsg: 4, b: 64 }, { nsg: 4, b: 32 }, { nsg: 2, b: 64 }, { nsg: 2, b: 32 }, { nsg: 1, b: 32 }, { nsg: 1, b: 16 }, { nsg: 1, b: 8 }],
-  dkdv: [{ nsg: 4, b: 32 }, { nsg: 2, b: 32 }, { nsg: 2, b: 16 }, { nsg: 1, b: 32 }, { nsg: 1, b: 16 }, { nsg: 1, b: 8 }],
+  dkdv: [{ nsg: 4, b: 64 }, { nsg: 4, b: 32 }, { nsg: 2, b: 64 }, { nsg: 2, b: 32 }, { nsg: 2, b: 16 }, { nsg: 1, b: 32 }, { nsg: 1, b: 16 }, { nsg: 1, b: 8 }],
 };
 
 const gcd = (a: number, b: number): number => (b ? gcd(b, a % b) : a);
@@ -98,7 +98,7 @@ export function tcAttnConsts(kind: TcAttnKind, plan: TensorCorePlan, D: number, 
 /** Workgroup memory of a kernel in bytes (the `var<workgroup>` arrays of its template). */
 export function tcAttnBytes(kind: TcAttnKind, plan: TensorCorePlan, D: number, t: TcAttnTile): number {
   const c = tcAttnConsts(kind, plan, D, t);
-  if (kind === 'dkdv') return 2 * (2 * c.QROWS! * c.QSTR! + 2 * c.BC! * c.PSTR!) + 4 * (c.BC! * c.SSTR! + 2 * c.BR!);
+  if (kind === 'dkdv') return 2 * ((c.QROWS! + c.BR!) * c.QSTR! + c.BC! * c.PSTR!) + 4 * (c.BC! * c.SSTR! + 2 * c.BR!);
   const kv = kind === 'fwd' ? (c.KROWS! + c.BC!) * c.KSTR! : 2 * c.KROWS! * c.KSTR!;
   return 2 * (kv + c.BR! * c.PSTR!) + 4 * (c.BR! * c.SSTR! + c.BC!);
 }
@@ -191,11 +191,9 @@ const LOADS: Record<TcAttnKind, MatLoad[]> = {
   ],
   dkdv: [
     { fn: 'ld_kl', side: 'l', layout: 'row_major', arr: 'Qs', stride: 'QSTR' },
-    { fn: 'ld_vl', side: 'l', layout: 'row_major', arr: 'dOs', stride: 'QSTR' },
     { fn: 'ld_qt', side: 'r', layout: 'col_major', arr: 'Qs', stride: 'QSTR' },
     { fn: 'ld_dot', side: 'r', layout: 'col_major', arr: 'dOs', stride: 'QSTR' },
-    { fn: 'ld_pt', side: 'l', layout: 'row_major', arr: 'Pt', stride: 'PSTR' },
-    { fn: 'ld_dst', side: 'l', layout: 'row_major', arr: 'dSt', stride: 'PSTR' },
+    { fn: 'ld_pds', side: 'l', layout: 'row_major', arr: 'PdS', stride: 'PSTR' },
     { fn: 'ld_do', side: 'r', layout: 'row_major', arr: 'dOs', stride: 'QSTR' },
     { fn: 'ld_q', side: 'r', layout: 'row_major', arr: 'Qs', stride: 'QSTR' },
   ],

@@ -9,6 +9,8 @@
  * window hide entirely are skipped (shaders/attention-mask.wgsl holds the visibility rule all kernels share).
  * Measured on an H200 (Dawn/Vulkan) at B=8, H=12, T=S=1024, D=64, causal: forward 0.76 ms, backward 2.82 ms,
  * together 3.57 ms; PyTorch eager fp32 (matmul, mask, softmax, matmul; TF32 off) 4.28 ms there.
+ * f16 q, k, v on an adapter with subgroup matrices take the tensor-core kernels of ./flash-tc.ts instead
+ * (chosen per call by {@link flashAttentionTcPath}; `tensorCores: false` keeps these).
  */
 import fwdWgsl from '../../../../../shaders/attention-fwd.wgsl';
 import preWgsl from '../../../../../shaders/attention-bwd-pre.wgsl';
