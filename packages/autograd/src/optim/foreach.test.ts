@@ -138,6 +138,35 @@ describe('optimizers with foreach (multi-tensor arenas)', () => {
       }
     });
 
+  it('splits the arenas into packs that fit one storage binding each', async () => {
+    // a context whose bindings hold 1 KiB: the eight tensors (256-byte slots, one of 768, two of 512) make 3 packs
+    const small = await createContext({ maxBindingSize: 1024 });
+    try {
+      const mk = () =>
+        SHAPES.map((sh, i) => Tensor.fromArray(small, Float32Array.from(randn(sh.reduce((x, y) => x * y, 1), 40 + i)), sh, { requiresGrad: true }));
+      const [a, b] = [mk(), mk()];
+      const oa = new AdamW(small, a);
+      const ob = new AdamW(small, b, { foreach: false });
+      for (let s = 0; s < 3; s++) {
+        for (const ps of [a, b])
+          tidy(() => {
+            let loss: Tensor | null = null;
+            for (const p of ps) loss = loss ? add(loss, sum(square(p))) : sum(square(p));
+            loss!.backward();
+          });
+        const d0 = small.stats.dispatches;
+        oa.step();
+        if (s === 2) expect(small.stats.dispatches - d0).toBe(1 + 3);
+        ob.step();
+        oa.zeroGrad();
+        ob.zeroGrad();
+      }
+      expect(await bits(a)).toEqual(await bits(b));
+    } finally {
+      small.destroy();
+    }
+  });
+
   it('keeps the arena alive for its tensors after dispose, and releases it with them', async () => {
     const ps = makeParams(5);
     const live0 = ctx.memory.live;
