@@ -28,8 +28,10 @@ export interface MatmulTile {
 
 /**
  * The numbered matmul variants (llm.c style). `v0` is the plain reference (a thread per output); the others run
- * `shaders/matmul.wgsl` with the tile below. `auto` picks `MATMUL_DEFAULT`, or `MATMUL_SMALL` when the big tile
- * would leave the GPU with few workgroups, and `MATMUL_SOFTWARE` on software adapters. The defaults were picked
+ * `shaders/matmul.wgsl` with the tile below. `auto` picks `MATMUL_DEFAULT`; where that tile leaves the GPU with
+ * few workgroups, `MATMUL_SPLIT` + split-K for a long K, `MATMUL_SMALL` for tiny or narrow products (see
+ * `autoVariant`; per-product timings from `src/bench/matmul-sweep.ts` in docs/PERFORMANCE.md); `MATMUL_SOFTWARE`
+ * on software adapters. The defaults were picked
  * from `src/bench/bench.ts` runs on an H200 (f32, TFLOP/s at 4096^3 NN / NT / TN): v1 28.8 / 26.9 / 30.7,
  * v2 36.5 / 33.2 / 29.1, v3 32.1 / 29.7 / 37.9, v4 37.7 / 35.0 / 35.8, v5 25-28 / 25-28.5 / 43.3; tiles with
  * BK = 16 or 24 ran at about 22 and 128x256 / 256x128 tiles at 28-29 (see the package README).
