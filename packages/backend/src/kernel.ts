@@ -14,6 +14,15 @@ export interface BindingSpec {
   atomic?: boolean;
 }
 
+/** The bindings of a kernel that reads one array and writes another: `in` (read, `inDtype`) then `out` (rw,
+ *  `outDtype`, f32 by default), named `x` and `y` unless `names` says otherwise. */
+export function ioBindings(inDtype: DType, outDtype: DType = 'f32', names: readonly [string, string] = ['x', 'y']): BindingSpec[] {
+  return [
+    { name: names[0], access: 'read', dtype: inDtype },
+    { name: names[1], access: 'rw', dtype: outDtype },
+  ];
+}
+
 /** A scalar uniform field: `u32:M`, `i32:offset`, `f32:eps`. */
 export type ParamSpec = `${'u32' | 'i32' | 'f32'}:${string}`;
 

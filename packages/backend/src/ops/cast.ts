@@ -5,7 +5,7 @@ import { floatNames, isFloat, type DType } from '../dtype';
 import { ShapeError } from '../errors';
 import { formatOf } from '../format';
 import { dispatch1d } from '../grid';
-import { wgslPacker } from '../kernel';
+import { ioBindings, wgslPacker } from '../kernel';
 import { empty, numel, type DeviceTensor } from '../tensor';
 
 /** Convert a float tensor to another float storage dtype (exact where representable, else RNE). */
@@ -16,10 +16,7 @@ export function cast(ctx: Context, x: DeviceTensor, dtype: DType, out?: DeviceTe
   const k = cachedKernel(ctx, `cast:${x.dtype}:${dtype}`, () => ({
     name: 'cast',
     code: wgslPacker('dst', dtype) + castWgsl,
-    bindings: [
-      { name: 'src', access: 'read', dtype: x.dtype },
-      { name: 'dst', access: 'rw', dtype: 'u32' },
-    ],
+    bindings: ioBindings(x.dtype, 'u32', ['src', 'dst']),
     params: ['u32:n', 'u32:row'],
   }));
   dispatch1d(ctx, k, [x.buffer, y.buffer], n, [], Math.ceil(n / formatOf(dtype).perWord));

@@ -1,6 +1,7 @@
 import binaryWgsl from '../../../../../shaders/binary.wgsl';
 import fillWgsl from '../../../../../shaders/fill.wgsl';
 import unaryWgsl from '../../../../../shaders/unary.wgsl';
+import { ioBindings } from '../../kernel';
 import type { Context } from '../../context';
 import { storageBytes, type DType } from '../../dtype';
 import { formatOf } from '../../format';
@@ -62,10 +63,7 @@ export function unary(ctx: Context, op: UnaryOp, x: DeviceTensor, scalar = 0, op
   const k = cachedKernel(ctx, `unary:${code}:${x.dtype}`, () => ({
     name: 'unary',
     code: unaryWgsl,
-    bindings: [
-      { name: 'x', access: 'read', dtype: x.dtype },
-      { name: 'y', access: 'rw', dtype: 'f32' },
-    ],
+    bindings: ioBindings(x.dtype),
     params: ['u32:n', 'u32:row', 'f32:alpha'],
     consts: { OP: code },
   }));

@@ -1,4 +1,5 @@
 import reduceWgsl from '../../../../../shaders/reduce.wgsl';
+import { ioBindings } from '../../kernel';
 import type { Context } from '../../context';
 import { ShapeError } from '../../errors';
 import { grid1d } from '../../grid';
@@ -81,10 +82,7 @@ function pass(
   const k = cachedKernel(ctx, `reduce:${op}:${wx}:${x.dtype}`, () => ({
     name: 'reduce',
     code: reduceWgsl,
-    bindings: [
-      { name: 'x', access: 'read', dtype: x.dtype },
-      { name: 'y', access: 'rw', dtype: 'f32' },
-    ],
+    bindings: ioBindings(x.dtype),
     params: ['u32:outer', 'u32:R', 'u32:inner', 'u32:S', 'u32:chunk', 'u32:nx', 'u32:row', 'f32:scale'],
     consts: { OP: op, WX: wx, WY: 256 / wx },
   }));

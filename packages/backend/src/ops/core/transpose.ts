@@ -5,7 +5,7 @@ import type { Context } from '../../context';
 import { floatNames, isFloat, storageBytes, type DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import { formatOf } from '../../format';
-import { wgslPacker } from '../../kernel';
+import { ioBindings, wgslPacker } from '../../kernel';
 import { dispatch1d, grid1d } from '../../grid';
 import { checkShape, empty, numel, type DeviceTensor } from '../../tensor';
 import { assertFloat, cachedKernel, checkOut, coalesce, contiguousStrides, fmtShape, MAX_RANK, normAxis, padRank } from './util';
@@ -79,10 +79,7 @@ export function stridedCopy(
   const k = cachedKernel(ctx, `gather:${d.length}:${dtype}:${x.dtype}`, () => ({
     name: 'transpose',
     code: wgslPacker('y', dtype) + gatherWgsl,
-    bindings: [
-      { name: 'x', access: 'read', dtype: x.dtype },
-      { name: 'y', access: 'rw', dtype: 'u32' },
-    ],
+    bindings: ioBindings(x.dtype, 'u32'),
     params: GATHER_PARAMS,
     consts: { RANK: d.length },
   }));
@@ -94,10 +91,7 @@ function tiledTranspose(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: numbe
   const k = cachedKernel(ctx, `transpose-tiled:${x.dtype}`, () => ({
     name: 'transpose-tiled',
     code: tiledWgsl,
-    bindings: [
-      { name: 'x', access: 'read', dtype: x.dtype },
-      { name: 'y', access: 'rw', dtype: 'f32' },
-    ],
+    bindings: ioBindings(x.dtype),
     params: ['u32:R', 'u32:C', 'u32:zoff'],
   }));
   const gx = Math.ceil(C / 32);
@@ -148,10 +142,7 @@ export function copy(ctx: Context, x: DeviceTensor, opts: { out?: DeviceTensor; 
   const k = cachedKernel(ctx, `copy4:${per}`, () => ({
     name: 'transpose-copy',
     code: copyWgsl,
-    bindings: [
-      { name: 'x', access: 'read', dtype: 'u32' },
-      { name: 'y', access: 'rw', dtype: 'u32' },
-    ],
+    bindings: ioBindings('u32', 'u32'),
     params: ['u32:n4', 'u32:row'],
     consts: { PER: per },
   }));

@@ -1,5 +1,6 @@
 import finalWgsl from '../../../../../shaders/grad-norm-final.wgsl';
 import partialWgsl from '../../../../../shaders/grad-norm.wgsl';
+import { ioBindings } from '../../kernel';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
 import { empty, numel, type DeviceTensor } from '../../tensor';
@@ -106,10 +107,7 @@ export function gradNorm(ctx: Context, grads: readonly (DeviceTensor | ArenaPiec
   const kf = cachedKernel(ctx, 'grad-norm-final', () => ({
     name: 'grad-norm-final',
     code: finalWgsl,
-    bindings: [
-      { name: 'part', access: 'read', dtype: 'f32' },
-      { name: 'res', access: 'rw', dtype: 'f32' },
-    ],
+    bindings: ioBindings('f32', 'f32', ['part', 'res']),
     params: ['u32:total', 'f32:max_norm'],
   }));
   ctx.dispatch(kf, [part, res.buffer], 1, [total, Math.min(maxNorm, 3.4e38)]);
