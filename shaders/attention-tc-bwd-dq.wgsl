@@ -1,25 +1,28 @@
 // attention-tc-bwd-dq: FlashAttention-2 backward, the pass over Q blocks, on tensor cores (subgroup matrices):
 // attention-bwd-dq.wgsl with S = Q K^T, dP = dO V^T and dQ += dS K as f16 x f16 -> f32 subgroup-matrix
-// products. P, dS and the statistics (lse, delta) are f32; dS (times scale) is rounded to f16 for dS K.
+// products. P, dS and the statistics (lse, delta) are f32; dS (times scale) is rounded to f16 for dS K. It also
+// computes the row term delta = rowsum(dO * O) (attention-bwd-pre.wgsl's job) and writes it for the dK/dV pass,
+// which therefore runs after this one.
 //   P = exp(S - lse) (masked entries 0),  dP = dO V^T,  dS = P * (dP - delta) * S',  dQ = scale * dS K
 // with S = cap(scale * Q K^T) and S' its derivative (attn_score of attention-mask.wgsl).
 // Bindings: q read f16 [B, T, Hq, D]; k, v read f16 [B, S, Hkv, D]; dout read f16|f32|bf16 [B, T, Hq, D];
-//   lse read f32 [B, Hq, T]; delta read f32 [B, Hq, T]; mask read i32|u32 [B, S] (1 = keep; a dummy when
-//   hasMask = 0); dq_out rw f32 [B, T, Hq, D]. With VEC = 1 (D % 8 == 0) q, k, v are also read as vec4u (q4,
-//   k4, v4), with VECD = 1 (f16 dout too) dout as dout4.
+//   lse read f32 [B, Hq, T]; mask read i32|u32 [B, S] (1 = keep; a dummy when hasMask = 0); out read
+//   f32|f16|bf16 [B, T, Hq, D] (the forward's output); delta rw f32 [B, Hq, T]; dq_out rw f32 [B, T, Hq, D]. With VEC = 1 (D % 8 == 0) q, k, v are also read as vec4u (q4,
+//   k4, v4), with VECD = 1 (f16 dout too) dout as dout4. unit_* / at_do read through those views.
 // Params: T, S, Hq, Hkv, G, qOffset (i32), causal, window (0 = none), hasMask, scale, scale2 (= scale * log2 e),
 //   capin (= scale / softcap), capmul (= softcap * log2 e; 0 = none): the params of attention-bwd-dq.wgsl.
 // Prepended by the wrapper (ops/attention/flash-tc.ts): aliases Lm, Rm, Acc of the adapter's fragment
 //   (SM x SN x SK), the loads ld_q, ld_do (left, from Ks / Vs where Q / dO are staged), ld_kt, ld_vt (right,
 //   K^T / V^T: col_major from Ks / Vs), ld_ds (left, from Ps), ld_k (right, from Ks), and unit_q / unit_k /
-//   unit_v / unit_do (8 halves from global memory).
+//   unit_v / unit_do (8 halves from global memory) and at_do (one element of dout as f32).
 // Scheme: as attention-tc-fwd.wgsl: NSG subgroups own SM query rows each (BR = NSG * SM), Q and dO kept in
 //   registers as left matrices; per key tile (K, V staged as f16, next tile fetched one tile ahead): S -> Ss,
 //   each thread turns its row's columns into P (kept in registers), then dP -> Ss, dS * scale -> Ps (f16),
 //   dQ += dS K in DP/SN accumulators that live in registers for the whole pass; at the end they go through
 //   Ss to dq_out.
 // Template: `const` lines and `//@unroll` blocks are rewritten by the wrapper (specialize in common.ts).
-// Constants: as attention-tc-fwd.wgsl; KROWS = max(BR, BC) rows of Ks and Vs; CPT = BC / TPR, OPT = DP / TPR.
+// Constants: as attention-tc-fwd.wgsl (LTPR = log2 TPR); KROWS = max(BR, BC) rows of Ks and Vs; CPT = BC / TPR,
+//   OPT = DP / TPR.
 // Workgroup: NT = NSG * SG threads; grid (ceil(T / BR), Hq, B).
 const D: u32 = 64u;
 const DP: u32 = 64u;
@@ -31,6 +34,7 @@ const SM: u32 = 16u;
 const SN: u32 = 16u;
 const SK: u32 = 16u;
 const TPR: u32 = 2u;
+const LTPR: u32 = 1u;
 const KROWS: u32 = 64u;
 const KSTR: u32 = 72u;
 const PSTR: u32 = 72u;
@@ -141,12 +145,21 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   let o$i = ld_do(rb * KSTR + $i * SK);
   //@end
 
+  // delta of row t = rowsum(dO * O) from the stored values (f32), summed by the TPR threads of the row in a fixed
+  // order, and written for the dK/dV pass
   let t = t0 + r;
   var lrow = 3.0e38;  // rows past T: P = 0
   var drow = 0.0;
   if (t < p.T) {
+    let base = ((b * p.T + t) * p.Hq + h) * D;
+    for (var d = cp; d < D; d += TPR) { drow = fma(at_do(base + d), read_out(base + d), drow); }
+  }
+  //@unroll z LTPR
+  drow += subgroupShuffleXor(drow, 1u << $z);
+  //@end
+  if (t < p.T) {
     lrow = lse[(b * p.Hq + h) * p.T + t] * LOG2E;
-    drow = delta[(b * p.Hq + h) * p.T + t];
+    if (cp == 0u) { delta[(b * p.Hq + h) * p.T + t] = drow; }
   }
 
   let am = attn_mask(p.causal, p.window);

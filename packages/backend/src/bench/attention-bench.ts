@@ -11,6 +11,7 @@
  *                           [--window 256] (sliding window)  [--softcap 50] (logit soft-capping)
  *                           [--dtype f16]  (q, k, v and dO stored in f16: the tensor-core kernels where the
  *                           adapter has subgroup matrices, see ops/attention/flash-tc.ts) [--notc] (f16, portable)
+ *                           [--tctiles '{"fwd":{"nsg":4,"b":64},"dq":{"nsg":4,"b":64},"dkdv":{"nsg":4,"b":64}}']
  *
  *   node attention-bench.js --decode [--B 4] [--H 32] [--Hkv 8] [--D 128] [--len 4096]
  *     times the decode path instead (one query per sequence against a KV cache of len positions).
@@ -23,7 +24,7 @@ import { createContext } from '../context';
 import { attentionDecode } from '../ops/attention/decode';
 import { flashAttention, flashAttentionBackward } from '../ops/attention/flash';
 import { attentionTiles, type AttentionTiles } from '../ops/attention/tiles';
-import { attentionTcFailures, attentionTcReady } from '../ops/attention/flash-tc';
+import { attentionTcFailures, attentionTcReady, type TcAttnTiles } from '../ops/attention/flash-tc';
 import { flashAttentionTcPath } from '../ops/attention/flash';
 import { roundTo } from '../ops/core/core.ref';
 import type { DType } from '../dtype';
@@ -50,6 +51,7 @@ const softcap = arg('softcap') !== undefined ? Number(arg('softcap')) : undefine
 const S = T;
 const dtype = (arg('dtype') ?? 'f32') as DType;
 const tensorCores = flag('notc') ? false : undefined;
+const tcTilesArg = arg('tctiles');
 
 async function decodeBench(): Promise<void> {
   const ctx = await createContext();
@@ -104,7 +106,8 @@ async function main(): Promise<void> {
   const k = upload(ctx, kh, [B, S, Hkv, D], dtype);
   const v = upload(ctx, vh, [B, S, Hkv, D], dtype);
   const dO = upload(ctx, doh, [B, T, H, D], dtype);
-  const opts = { causal, tiles, slidingWindow: window, softcap, tensorCores };
+  const tcTiles = tcTilesArg ? (JSON.parse(tcTilesArg) as TcAttnTiles) : undefined;
+  const opts = { causal, tiles, slidingWindow: window, softcap, tensorCores, tcTiles };
   const tc = flashAttentionTcPath(ctx, q, k, v, opts);
   flashAttention(ctx, q, k, v, opts);
   flashAttentionBackward(ctx, dO, q, k, v, flashAttention(ctx, q, k, v, opts).out, flashAttention(ctx, q, k, v, opts).lse, opts);

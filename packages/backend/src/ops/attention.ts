@@ -8,5 +8,13 @@ export {
   type FlashAttentionResult,
   type FlashAttentionGrads,
 } from './attention/flash';
+export {
+  attentionTcPath,
+  attentionTcReady,
+  attentionTcFailures,
+  type TcAttnPath,
+  type TcAttnTile,
+  type TcAttnTiles,
+} from './attention/flash-tc';
 export { attentionDecode, type AttentionDecodeOptions } from './attention/decode';
 export { attentionTiles, type AttentionTile, type AttentionTiles } from './attention/tiles';

@@ -147,5 +147,7 @@ export function tcAttnCases(): TcAttnCase[] {
     { B: 1, T: 257, S: 257, Hq: 2, Hkv: 1, D: 128 },
     { B: 1, T: 99, S: 99, Hq: 2, Hkv: 1, D: 64, tcTiles: { fwd: { nsg: 2, b: 32 }, dq: { nsg: 2, b: 32 }, dkdv: { nsg: 2, b: 16 } } },
     { B: 1, T: 99, S: 99, Hq: 2, Hkv: 1, D: 64, tcTiles: { fwd: { nsg: 1, b: 16 }, dq: { nsg: 4, b: 32 }, dkdv: { nsg: 1, b: 32 } } },
+    { B: 1, T: 150, S: 150, Hq: 2, Hkv: 1, D: 64, tcTiles: { fwd: { nsg: 4, b: 32 }, dq: { nsg: 4, b: 32 }, dkdv: { nsg: 4, b: 32 } } },
+    { B: 1, T: 150, S: 150, Hq: 2, Hkv: 1, D: 64, tcTiles: { fwd: { nsg: 2, b: 64 }, dq: { nsg: 2, b: 64 }, dkdv: { nsg: 2, b: 64 } } },
   ];
 }

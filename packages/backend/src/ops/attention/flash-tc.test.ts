@@ -121,7 +121,8 @@ describe.runIf(emulatable)('tensor-core attention kernels, subgroup matrices emu
         if ('reason' in tiles) throw new Error(tiles.reason);
         for (const kind of KINDS)
           for (const dout of kind === 'fwd' ? (['f16'] as const) : (['f16', 'f32'] as const))
-            found.push(...(await errors(tcAttnDef(kind, plan, D, tiles[kind], 'i32', dout, true))));
+            for (const out of kind === 'dq' ? (['f32', 'f16'] as const) : (['f32'] as const))
+              found.push(...(await errors(tcAttnDef(kind, plan, D, tiles[kind], 'i32', dout, true, out))));
       }
     expect(found).toEqual([]);
     const plan = { frag: EMU_FRAGS[0]!, subgroupSize: SG };

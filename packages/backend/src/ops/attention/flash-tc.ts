@@ -91,7 +91,7 @@ export function tcAttnConsts(kind: TcAttnKind, plan: TensorCorePlan, D: number, 
   return {
     ...frag, BR, BC, KROWS: Math.max(BR, BC), KSTR: DP + 8, PSTR: BC + 8, SSTR: Math.max(BC, DP) + 4,
     NBN: BC / SN, NBK: BC / SK, CPT: BC / TPR, NKU: Math.ceil((BC * DP) / 8 / NT), NKM: Math.ceil(BC / NT),
-    ...(kind === 'fwd' ? { LTPR: Math.log2(TPR) } : {}),
+    LTPR: Math.log2(TPR),
   };
 }
 
@@ -255,8 +255,9 @@ fn em_store_Ss(off: u32, m: Acc, stride: u32) {
 ${loads.map(ld).join('')}`;
 }
 
-/** `unit_<name>(e, n)`: 8 halves of binding `name` from element e (n of them in range, the rest 0); 16-byte loads
- *  through a vec4u view of the binding when `vec` (e a multiple of 8, n 0 or >= 8). */
+/** `unit_<fn>(e, n)`: 8 halves of binding `name` from element e (n of them in range, the rest 0), and `at_<fn>(i)`:
+ *  element i as f32; through a vec4u view of the binding when `vec` (16-byte loads; e a multiple of 8, n 0 or
+ *  >= 8), else through its reader (one entry point may not use both views of a binding). */
 function unitLoader(name: string, binding: number, vec: boolean, fn = name): string {
   if (vec)
     return `@group(0) @binding(${binding}) var<storage, read> ${name}4: array<vec4u>;
@@ -267,12 +268,14 @@ fn unit_${fn}(e: u32, n: u32) -> array<vec2<f16>, 4> {
     v = array<vec2<f16>, 4>(bitcast<vec2<f16>>(w.x), bitcast<vec2<f16>>(w.y), bitcast<vec2<f16>>(w.z), bitcast<vec2<f16>>(w.w));
   }
   return v;
-}\n`;
+}
+fn at_${fn}(i: u32) -> f32 { return unpack2x16float(${name}4[i >> 3u][(i >> 1u) & 3u])[i & 1u]; }\n`;
   return `fn unit_${fn}(e: u32, n: u32) -> array<vec2<f16>, 4> {
   var v = array<vec2<f16>, 4>();
   for (var j = 0u; j < 8u; j++) { if (j < n) { v[j / 2u][j % 2u] = f16(read_${name}(e + j)); } }
   return v;
-}\n`;
+}
+fn at_${fn}(i: u32) -> f32 { return f32(read_${name}(i)); }\n`;
 }
 
 const TEMPLATES: Record<TcAttnKind, string> = { fwd: fwdWgsl, dq: dqWgsl, dkdv: dkdvWgsl };
@@ -306,7 +309,16 @@ export const BWD_PARAMS: ParamSpec[] = [
 ];
 
 /** The kernel definition of a tensor-core attention kernel (bindings as the portable kernels'). */
-export function tcAttnDef(kind: TcAttnKind, plan: TensorCorePlan, D: number, t: TcAttnTile, maskDtype: DType, doutDtype: DType = 'f16', emulate = false): KernelDef {
+export function tcAttnDef(
+  kind: TcAttnKind,
+  plan: TensorCorePlan,
+  D: number,
+  t: TcAttnTile,
+  maskDtype: DType,
+  doutDtype: DType = 'f16',
+  emulate = false,
+  outDtype: DType = 'f32',
+): KernelDef {
   const f16 = (name: string) => ({ name, access: 'read' as const, dtype: 'f16' as DType });
   const common = [f16('q'), f16('k'), f16('v')];
   const { M, N, K } = plan.frag;
@@ -321,18 +333,16 @@ export function tcAttnDef(kind: TcAttnKind, plan: TensorCorePlan, D: number, t: 
       params: FWD_PARAMS,
       bindings: [...common, { name: 'mask', access: 'read', dtype: maskDtype }, { name: 'o', access: 'rw', dtype: 'f32' }, { name: 'lse', access: 'rw', dtype: 'f32' }],
     };
-  const inputs = [
-    ...common,
-    { name: 'dout', access: 'read' as const, dtype: doutDtype },
-    { name: 'lse', access: 'read' as const, dtype: 'f32' as DType },
-    { name: 'delta', access: 'read' as const, dtype: 'f32' as DType },
-    { name: 'mask', access: 'read' as const, dtype: maskDtype },
-  ];
-  const outs =
+  const dout = { name: 'dout', access: 'read' as const, dtype: doutDtype };
+  const lse = { name: 'lse', access: 'read' as const, dtype: 'f32' as DType };
+  const mask = { name: 'mask', access: 'read' as const, dtype: maskDtype };
+  const rw = (n: string) => ({ name: n, access: 'rw' as const, dtype: 'f32' as DType });
+  // dQ also computes delta (from dout and the forward's out) for the dK/dV pass
+  const bindings =
     kind === 'dq'
-      ? [{ name: 'dq_out', access: 'rw' as const, dtype: 'f32' as DType }]
-      : [{ name: 'dk_out', access: 'rw' as const, dtype: 'f32' as DType }, { name: 'dv_out', access: 'rw' as const, dtype: 'f32' as DType }];
-  return { name, code, enables, params: BWD_PARAMS, bindings: [...inputs, ...outs] };
+      ? [...common, dout, lse, mask, { name: 'out', access: 'read' as const, dtype: outDtype }, rw('delta'), rw('dq_out')]
+      : [...common, dout, lse, { name: 'delta', access: 'read' as const, dtype: 'f32' as DType }, mask, rw('dk_out'), rw('dv_out')];
+  return { name, code, enables, params: BWD_PARAMS, bindings };
 }
 
 /** The grid of a kernel: (row or key blocks, heads, batch). */
@@ -345,14 +355,24 @@ export function tcAttnGrid(kind: TcAttnKind, plan: TensorCorePlan, t: TcAttnTile
  * The checked kernel of `kind` for this context, or null while its WGSL check runs or after it failed (the caller
  * runs the portable kernel then).
  */
-export function tcAttnKernel(ctx: Context, kind: TcAttnKind, plan: TensorCorePlan, D: number, t: TcAttnTile, maskDtype: DType, doutDtype: DType = 'f16'): Kernel | null {
+export function tcAttnKernel(
+  ctx: Context,
+  kind: TcAttnKind,
+  plan: TensorCorePlan,
+  D: number,
+  t: TcAttnTile,
+  maskDtype: DType,
+  doutDtype: DType = 'f16',
+  outDtype: DType = 'f32',
+): Kernel | null {
   const { M, N, K } = plan.frag;
   const emulate = tcAttnEmulation.plan !== null;
-  const key = `attn-tc:${kind}:${D}:${t.nsg}x${t.b}:${M}x${N}x${K}:${plan.subgroupSize}:${maskDtype}:${kind === 'fwd' ? '' : doutDtype}${emulate ? ':emulated' : ''}`;
-  return checkedKernel(ctx, key, () => tcAttnDef(kind, plan, D, t, maskDtype, doutDtype, emulate));
+  const key = `attn-tc:${kind}:${D}:${t.nsg}x${t.b}:${M}x${N}x${K}:${plan.subgroupSize}:${maskDtype}:${kind === 'fwd' ? '' : doutDtype}:${kind === 'dq' ? outDtype : ''}${emulate ? ':emulated' : ''}`;
+  return checkedKernel(ctx, key, () => tcAttnDef(kind, plan, D, t, maskDtype, doutDtype, emulate, outDtype));
 }
 
-/** Encode one tensor-core attention kernel; false (nothing encoded) while its kernel is not ready. */
+/** Encode one tensor-core attention kernel (bindings in {@link tcAttnDef}'s order); false (nothing encoded) while
+ *  its kernel is not ready. */
 export function encodeTcAttn(
   ctx: Context,
   kind: TcAttnKind,
@@ -362,9 +382,10 @@ export function encodeTcAttn(
   doutDtype: DType,
   bufs: BufferBinding[],
   params: number[],
+  outDtype: DType = 'f32',
 ): boolean {
   const t = path.tiles[kind];
-  const k = tcAttnKernel(ctx, kind, path.plan, dims.D, t, maskDtype, doutDtype);
+  const k = tcAttnKernel(ctx, kind, path.plan, dims.D, t, maskDtype, doutDtype, outDtype);
   if (!k) return false;
   ctx.dispatch(k, bufs, tcAttnGrid(kind, path.plan, t, dims), params);
   return true;

@@ -273,7 +273,8 @@ export function flashAttention(
  * Backward of {@link flashAttention} (FlashAttention-2): given `dOut` (`[B, T, Hq, D]`, any float dtype), the
  * forward's inputs, its output `out` and logsumexp `lse`, returns f32 `dq`, `dk`, `dv`. Three dispatches:
  * `delta = rowsum(dOut * out)`, one pass over K/V blocks (dK, dV; with grouped-query attention each kv head
- * sums over its q heads inside the loop) and one over Q blocks (dQ). Deterministic: no atomics, each output
+ * sums over its q heads inside the loop) and one over Q blocks (dQ); on tensor cores two: the dQ pass computes
+ * delta and runs first. Deterministic: no atomics, each output
  * element written once by one thread with a fixed summation order, so repeated runs are bit-identical.
  * Pass the same options (causal, scale, qOffset, keyMask, slidingWindow, softcap) as to the forward.
  * @throws ShapeError when shapes or dtypes do not fit.
@@ -313,7 +314,16 @@ export function flashAttentionBackward(
 
   const delta = empty(ctx, [B, Hq, T]);
   const rows = B * T * Hq;
-  if (rows > 0) {
+  const tc = flashAttentionTcPath(ctx, q, k, v, opts);
+  // the tensor-core dQ pass computes delta itself (and writes it for dK/dV): it runs first; else the delta pass,
+  // dK/dV, then the portable dQ
+  let dqDone = false;
+  if (rows > 0 && tc) {
+    dqDone = encodeTcAttn(ctx, 'dq', tc, r.dims, maskDt, dOut.dtype,
+      [q.buffer, k.buffer, v.buffer, dOut.buffer, lse.buffer, maskBuf, out.buffer, delta.buffer, dq.buffer], params, out.dtype);
+    if (!dqDone && opts.tensorCores) throw notReady('dq');
+  }
+  if (rows > 0 && !dqDone) {
     const g = grid1d(rows * 16, 256);
     const pre = ctx.kernel({
       name: 'attention_bwd_pre',
@@ -338,15 +348,14 @@ export function flashAttentionBackward(
     { name: 'mask', access: 'read', dtype: maskDt },
   ] as const;
   const inBufs = [q.buffer, k.buffer, v.buffer, dOut.buffer, lse.buffer, delta.buffer, maskBuf];
-  const tc = flashAttentionTcPath(ctx, q, k, v, opts);
-  const tcRun = (kind: 'dq' | 'dkdv', outs: DeviceTensor[]): boolean => {
+  const tcDkdv = (): boolean => {
     if (!tc) return false;
-    if (encodeTcAttn(ctx, kind, tc, r.dims, maskDt, dOut.dtype, [...inBufs, ...outs.map((t) => t.buffer)], params)) return true;
-    if (opts.tensorCores) throw notReady(kind);
+    if (encodeTcAttn(ctx, 'dkdv', tc, r.dims, maskDt, dOut.dtype, [...inBufs, dk.buffer, dv.buffer], params)) return true;
+    if (opts.tensorCores) throw notReady('dK/dV');
     return false;
   };
 
-  if (B * S * Hkv > 0 && !tcRun('dkdv', [dk, dv])) {
+  if (B * S * Hkv > 0 && !tcDkdv()) {
     const tk = r.tiles.dkdv;
     const bc = tk[0];
     const kdkdv = ctx.kernel({
@@ -357,7 +366,7 @@ export function flashAttentionBackward(
     });
     ctx.dispatch(kdkdv, [...inBufs, dk.buffer, dv.buffer], [Math.ceil(S / bc), Hkv, B], params);
   }
-  if (rows > 0 && !tcRun('dq', [dq])) {
+  if (rows > 0 && !dqDone) {
     const tq = r.tiles.dq;
     const br = tq[0];
     const kdq = ctx.kernel({
