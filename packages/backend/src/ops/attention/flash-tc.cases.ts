@@ -1,6 +1,6 @@
 /**
- * The tensor-core attention checks, shared by `flash-tc.test.ts` (vitest: emulated subgroup matrices on adapters
- * without them, the real ones where the adapter has them) and the GPU-machine entry `src/bench/attention-tc-check.ts`
+ * The tensor-core attention checks, shared by `flash-tc.test.ts` (vitest, where the adapter has subgroup matrices)
+ * and the GPU-machine entry `src/bench/attention-tc-check.ts`
  * (no vitest there): forward and backward (dQ, dK, dV) on f16 q, k, v, against a float64 reference of the
  * f16-rounded inputs, into NaN-poisoned outputs: causal and not, odd T and S, GQA, key padding, sliding window,
  * soft-capping, head dims that are not fragment multiples, f32 upstream gradients, forced tiles.

@@ -89,9 +89,9 @@ describe('tensor-core attention path selection (runs everywhere)', () => {
   });
 });
 
-// The kernels' logic on this adapter, subgroup matrices emulated by plain arrays (tcAttnEmulation): staging,
-// padding, masking, the online softmax, every product's operands and layouts, with fragments of this adapter's
-// subgroup size (two threads per row with M = SG / 2, so the row reductions by subgroup shuffles run too).
+// The kernels' WGSL on adapters without subgroup matrices, the builtins replaced by plain-array stand-ins
+// (emulatedOps in flash-tc.ts), among them fragments of this adapter's subgroup size (two threads per row with
+// M = SG / 2: the row reductions by subgroup shuffles).
 const SG = ctx.info.subgroupSizes.max;
 const emulatable = ctx.info.features.shaderF16 && ctx.info.features.subgroups && ctx.info.subgroupSizes.min === SG && SG >= 4 && !('frag' in attentionTcPlan(ctx.info));
 const EMU_FRAGS = [f16f32(SG, SG, SG), f16f32(SG / 2, SG, 2 * SG)];

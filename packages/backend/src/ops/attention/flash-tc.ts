@@ -140,23 +140,10 @@ export function tcAttnPathFor(info: Pick<ContextInfo, 'features' | 'subgroupMatr
   return 'reason' in tiles ? tiles : { plan, tiles };
 }
 
-/**
- * Tests only: with a plan set, the tensor-core path runs on any adapter with `shader-f16` and subgroups, its
- * subgroup matrices emulated by plain arrays (each lane holds whole matrices; see `emulatedOps`) for that plan's
- * fragment and subgroup size (which must be the adapter's). The kernels' whole logic (staging, masking, online
- * softmax, the products' operands and layouts) then runs on lavapipe. null (the default): off.
- */
-export const tcAttnEmulation: { plan: TensorCorePlan | null } = { plan: null };
-
 const paths = new WeakMap<Context, Map<number, TcAttnPath>>();
 
 /** The context's tensor-core attention path for head dim D (memoised). */
 export function attentionTcPath(ctx: Context, D: number): TcAttnPath {
-  const emu = tcAttnEmulation.plan;
-  if (emu) {
-    const tiles = chooseTcAttnTiles(emu, ctx.info.limits, D);
-    return 'reason' in tiles ? tiles : { plan: emu, tiles };
-  }
   let m = paths.get(ctx);
   if (!m) paths.set(ctx, (m = new Map()));
   let p = m.get(D);
@@ -214,10 +201,10 @@ function matrixOps(plan: TensorCorePlan, loads: MatLoad[]): string {
 }
 
 /**
- * The same operations emulated with plain arrays (tests only: adapters without subgroup matrices run the kernels'
- * whole logic this way). Every lane holds the whole matrix; loads and stores demand subgroup-uniform offsets and
+ * The same operations emulated with plain arrays (tests only: adapters without subgroup matrices compile the
+ * kernels this way). Every lane holds the whole matrix; loads and stores demand subgroup-uniform offsets and
  * strides as the real builtins do (a subgroup operation under a branch on them), so Tint's uniformity analysis
- * rejects what would break the real builtins.
+ * rejects what would break the real builtins. (Running them works but takes minutes per case on lavapipe.)
  */
 function emulatedOps(plan: TensorCorePlan, loads: MatLoad[]): string {
   const { M, N, K } = plan.frag;
@@ -366,9 +353,8 @@ export function tcAttnKernel(
   outDtype: DType = 'f32',
 ): Kernel | null {
   const { M, N, K } = plan.frag;
-  const emulate = tcAttnEmulation.plan !== null;
-  const key = `attn-tc:${kind}:${D}:${t.nsg}x${t.b}:${M}x${N}x${K}:${plan.subgroupSize}:${maskDtype}:${kind === 'fwd' ? '' : doutDtype}:${kind === 'dq' ? outDtype : ''}${emulate ? ':emulated' : ''}`;
-  return checkedKernel(ctx, key, () => tcAttnDef(kind, plan, D, t, maskDtype, doutDtype, emulate, outDtype));
+  const key = `attn-tc:${kind}:${D}:${t.nsg}x${t.b}:${M}x${N}x${K}:${plan.subgroupSize}:${maskDtype}:${kind === 'fwd' ? '' : doutDtype}:${kind === 'dq' ? outDtype : ''}`;
+  return checkedKernel(ctx, key, () => tcAttnDef(kind, plan, D, t, maskDtype, doutDtype, false, outDtype));
 }
 
 /** Encode one tensor-core attention kernel (bindings in {@link tcAttnDef}'s order); false (nothing encoded) while
