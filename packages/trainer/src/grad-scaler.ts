@@ -11,7 +11,7 @@ import {
   type Context,
   type DeviceTensor,
 } from '@rusty/backend';
-import { mul, releaseRef, retain, Tensor, type Optimizer, type StepControls } from '@rusty/autograd';
+import { gradPieces, mul, releaseRef, retain, Tensor, type Optimizer, type StepControls } from '@rusty/autograd';
 
 /** Options of `GradScaler` (PyTorch's `torch.amp.GradScaler` defaults). */
 export interface GradScalerOptions {
@@ -128,7 +128,8 @@ export class GradScaler {
    */
   unscaleAndCheck(params: ParamSource): void {
     if (!this.enabled || this.unscaled) return;
-    for (const p of paramsOf(params)) if (p.grad) unscaleAndCheck(this.ctx, p.grad.data, this.state, this.foundInf);
+    // gradients a `foreach` optimizer keeps in arenas go as arena pieces: one dispatch per arena
+    unscaleAndCheck(this.ctx, gradPieces(paramsOf(params)), this.state, this.foundInf);
     this.unscaled = true;
   }
 

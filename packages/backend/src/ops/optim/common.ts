@@ -201,6 +201,26 @@ export function dispatchOptim(
   ctx.dispatch(k, bufs, n ? wg : 0, [n, row, lr, table ? 0 : wd, gmul, ...params, table ? 2 * table.segments : 0]);
 }
 
+/** Per-owner u32 tables of the last call, by tag, reused while their words stay the same (a training loop's). */
+const tables = new WeakMap<GpuBuffer, Map<string, { key: string; buf: GpuBuffer }>>();
+
+/**
+ * A GPU buffer holding `words`, kept per `owner` buffer (an arena) and `tag` (the kernel family) and uploaded
+ * again only when the words change: a loop that passes the same arena pieces every step uploads its table once.
+ */
+export function cachedTable(ctx: Context, owner: GpuBuffer, tag: string, words: readonly number[]): GpuBuffer {
+  const key = words.join(',');
+  let m = tables.get(owner);
+  if (!m) tables.set(owner, (m = new Map()));
+  const t = m.get(tag);
+  if (t && t.key === key && !t.buf.released) return t.buf;
+  if (t) ctx.release(t.buf);
+  const buf = ctx.alloc(Math.max(4, words.length * 4));
+  if (words.length) ctx.write(buf, Uint32Array.from(words));
+  m.set(tag, { key, buf });
+  return buf;
+}
+
 /** Fill `n` 32-bit words of a buffer with `value` (bits) on the GPU: ordered with other dispatches, no flush. */
 export function fillWords(ctx: Context, buf: GpuBuffer, n: number, value: number): void {
   const k = cachedKernel(ctx, 'optim-fill', () => ({

@@ -6,7 +6,7 @@ import { ConfigError, ShapeError } from '../../errors';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import type { GpuBuffer } from '../../buffer-pool';
 import { grid2d } from '../../grid';
-import { assertBindable, assertFloat, assertWords, cachedKernel } from './common';
+import { assertBindable, assertFloat, assertWords, cachedKernel, cachedTable } from './common';
 
 /** Most workgroups (so partial sums) per tensor in the first pass of `gradNorm`. */
 const MAX_WG = 1024;
@@ -42,20 +42,6 @@ function partialKernel(ctx: Context, dtype: DeviceTensor['dtype'], multi: boolea
     ],
     params: ['u32:n', 'u32:base', 'u32:nwg'],
   }));
-}
-
-/** Per-arena workgroup tables of the last call, reused while the pieces stay the same (a training loop's). */
-const tables = new WeakMap<GpuBuffer, { key: string; buf: GpuBuffer }>();
-
-function tableOf(ctx: Context, arena: GpuBuffer, words: number[]): GpuBuffer {
-  const key = words.join(',');
-  const t = tables.get(arena);
-  if (t && t.key === key && !t.buf.released) return t.buf;
-  if (t) ctx.release(t.buf);
-  const buf = ctx.alloc(words.length * 4);
-  ctx.write(buf, Uint32Array.from(words));
-  tables.set(arena, { key, buf });
-  return buf;
 }
 
 /**
@@ -102,7 +88,7 @@ export function gradNorm(ctx: Context, grads: readonly (DeviceTensor | ArenaPiec
   }
   for (const [buf, { g, words }] of arenas) {
     const count = words.length / 5;
-    ctx.dispatch(partialKernel(ctx, g.dtype, true), [buf, part, tableOf(ctx, buf, words)], grid2d(count), [count, 0, 0]);
+    ctx.dispatch(partialKernel(ctx, g.dtype, true), [buf, part, cachedTable(ctx, buf, 'grad-norm', words)], grid2d(count), [count, 0, 0]);
   }
   const kf = cachedKernel(ctx, 'grad-norm-final', () => ({
     name: 'grad-norm-final',

@@ -152,3 +152,39 @@ describe('a GPU-resident mixed-precision step', () => {
     release(ctx, state, flag, st, ...ps, ...ms, ...vs);
   });
 });
+
+describe('unscaleAndCheck over arena pieces', () => {
+  it('unscales the pieces of an arena in one dispatch, like the same tensors one by one; gaps untouched', async () => {
+    // pieces of 3000 (3 chunks), 1 and 1025 elements at offsets 0, 3008 and 3072 of an arena filled with NaN
+    const sizes = [3000, 1, 1025];
+    const offsets = [0, 3008, 3072];
+    const total = 3072 + 1025 + 31;
+    const data = Float32Array.from(randn(total, 7, 1e3));
+    const nan = new Uint32Array(total).fill(0x7fc00000);
+    const arenaInit = new Float32Array(nan.buffer);
+    sizes.forEach((n, i) => arenaInit.set(data.subarray(offsets[i]!, offsets[i]! + n), offsets[i]!));
+    const arena = upload(ctx, arenaInit, [total]);
+    const tensors = sizes.map((n, i) => upload(ctx, data.subarray(offsets[i]!, offsets[i]! + n), [n]));
+    const alone = upload(ctx, randn(77, 8), [77]);
+    const scale = createLossScaleState(ctx, 1024);
+    const [fa, fb] = [createFlag(ctx), createFlag(ctx)];
+    const pieces = sizes.map((n, i) => ({ arena, offset: offsets[i]!, length: n }));
+    const d0 = ctx.stats.dispatches;
+    unscaleAndCheck(ctx, [pieces[2]!, alone, pieces[0]!, pieces[1]!], scale, fa);
+    expect(ctx.stats.dispatches - d0).toBe(2); // the tensor, then the arena's pieces
+    for (const t of tensors) unscaleAndCheck(ctx, t, scale, fb);
+    const got = new Uint32Array((await download(ctx, arena)).buffer);
+    for (let i = 0; i < 3; i++) {
+      const want = new Uint32Array((await download(ctx, tensors[i]!)).buffer);
+      expect(got.subarray(offsets[i]!, offsets[i]! + sizes[i]!)).toEqual(want);
+    }
+    // the NaN gaps were neither scaled nor seen by the check
+    for (let e = 0; e < total; e++) if (!sizes.some((n, i) => e >= offsets[i]! && e < offsets[i]! + n)) expect(got[e]).toBe(0x7fc00000);
+    expect(await flagOf(fa)).toBe(0);
+    // an inf inside a piece sets the flag
+    ctx.write(arena.buffer, new Float32Array([Infinity]), 4 * (3072 + 1024));
+    unscaleAndCheck(ctx, pieces, scale, fa);
+    expect(await flagOf(fa)).toBe(1);
+    release(ctx, arena, alone, scale, fa, fb, ...tensors);
+  });
+});

@@ -3,52 +3,73 @@ import updateWgsl from '../../../../../shaders/loss-scale-update.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
-import { dispatch1d } from '../../grid';
+import { dispatch1d, grid2d } from '../../grid';
 import { numel, upload, type DeviceTensor } from '../../tensor';
-import { assertBindable, assertF32, assertWords, cachedKernel, fillWords, optionalInputs } from './common';
+import { assertBindable, assertF32, assertWords, cachedKernel, cachedTable, fillWords, optionalInputs } from './common';
+import type { ArenaPiece } from './grad-norm';
 
-function scaleDispatch(
-  ctx: Context,
-  op: string,
-  x: DeviceTensor,
-  factor: number | DeviceTensor,
-  invert: boolean,
-  found: DeviceTensor | null,
-): void {
-  assertF32(x, 'x', op);
-  assertBindable(ctx, x, 'x', op);
-  const onGpu = typeof factor !== 'number';
-  if (onGpu) {
-    assertWords(factor, 1, 'scale', op, ['f32']);
-    if (factor.buffer.id === x.buffer.id) throw new ShapeError(`${op}: the scale tensor must not be x itself`);
-  } else if (!Number.isFinite(factor) || (invert && factor === 0))
-    throw new ConfigError(`${op}: the scale must be finite${invert ? ' and non-zero' : ''}, got ${factor}`);
-  if (found) {
-    assertWords(found, 1, 'foundInf', op, ['u32', 'i32']);
-    if (found.buffer.id === x.buffer.id || (onGpu && found.buffer.id === factor.buffer.id))
-      throw new ShapeError(`${op}: foundInf must be a buffer of its own`);
-  }
-  const check = !!found;
-  const k = cachedKernel(ctx, `loss-scale:${onGpu}:${invert}:${check}`, () => {
-    const o = optionalInputs([{ name: 's', type: 'f32', present: onGpu, fallback: ['1.0'] }]);
+function scaleKernel(ctx: Context, onGpu: boolean, invert: boolean, check: boolean, pieces: boolean) {
+  return cachedKernel(ctx, `loss-scale:${onGpu}:${invert}:${check}:${pieces}`, () => {
+    const o = optionalInputs([
+      { name: 's', type: 'f32', present: onGpu, fallback: ['1.0'] },
+      { name: 'found', type: 'u32', present: check, fallback: ['0u'] },
+      { name: 'table', type: 'u32', present: pieces, fallback: ['0u', '0u'] },
+    ]);
     return {
-      name: `loss-scale${onGpu ? '-gpu' : ''}${check ? '-check' : ''}`,
-      code: o.prefix + (check ? '' : 'var<private> found: array<u32, 1>;\n') + scaleWgsl,
-      bindings: [
-        { name: 'x', access: 'rw', dtype: 'f32' },
-        ...o.bindings,
-        ...(check ? [{ name: 'found', access: 'rw' as const, dtype: 'u32' as const }] : []),
-      ],
+      name: `loss-scale${onGpu ? '-gpu' : ''}${check ? '-check' : ''}${pieces ? '-pieces' : ''}`,
+      code: o.prefix + scaleWgsl,
+      entryPoint: pieces ? 'pieces' : 'main',
+      bindings: [{ name: 'x', access: 'rw', dtype: 'f32' }, ...o.bindings.map((b) => (b.name === 'found' ? { ...b, access: 'rw' as const } : b))],
       params: ['u32:n', 'u32:row', 'f32:mul'],
       consts: { INVERT: onGpu && invert, CHECK: check },
     };
   });
-  const n = numel(x.shape);
-  const bufs: GpuBuffer[] = [x.buffer];
-  if (onGpu) bufs.push(factor.buffer);
-  if (found) bufs.push(found.buffer);
+}
+
+function scaleDispatch(
+  ctx: Context,
+  op: string,
+  xs: DeviceTensor | readonly (DeviceTensor | ArenaPiece)[],
+  factor: number | DeviceTensor,
+  invert: boolean,
+  found: DeviceTensor | null,
+): void {
+  const list = Array.isArray(xs) ? (xs as readonly (DeviceTensor | ArenaPiece)[]) : [xs as DeviceTensor];
+  const onGpu = typeof factor !== 'number';
+  if (!onGpu && (!Number.isFinite(factor) || (invert && factor === 0)))
+    throw new ConfigError(`${op}: the scale must be finite${invert ? ' and non-zero' : ''}, got ${factor}`);
+  if (onGpu) assertWords(factor, 1, 'scale', op, ['f32']);
+  if (found) assertWords(found, 1, 'foundInf', op, ['u32', 'i32']);
+  // the tensors alone, the pieces of each arena together: chunks of at most 1024 elements, one workgroup each
+  const arenas = new Map<GpuBuffer, { x: DeviceTensor; words: number[] }>();
+  const tensors: DeviceTensor[] = [];
+  list.forEach((e, i) => {
+    const x = 'arena' in e ? e.arena : e;
+    const what = list.length > 1 || Array.isArray(xs) ? `x[${i}]` : 'x';
+    assertF32(x, what, op);
+    assertBindable(ctx, x, what, op);
+    if (onGpu && factor.buffer.id === x.buffer.id) throw new ShapeError(`${op}: the scale tensor must not be ${what} itself`);
+    if (found && (found.buffer.id === x.buffer.id || (onGpu && found.buffer.id === factor.buffer.id)))
+      throw new ShapeError(`${op}: foundInf must be a buffer of its own`);
+    if (!('arena' in e)) return void tensors.push(e);
+    if (!(Number.isInteger(e.offset) && e.offset >= 0 && Number.isInteger(e.length) && e.length >= 0 && e.offset + e.length <= numel(x.shape)))
+      throw new ShapeError(`${op}: ${what} covers [${e.offset}, ${e.offset + e.length}) of an arena of ${numel(x.shape)} elements`);
+    let a = arenas.get(x.buffer);
+    if (!a) arenas.set(x.buffer, (a = { x, words: [] }));
+    for (let c = 0; c < e.length; c += 1024) a.words.push(e.offset + c, Math.min(1024, e.length - c));
+  });
   const mul = onGpu ? 1 : invert ? 1 / factor : factor;
-  dispatch1d(ctx, k, bufs, n, [mul], Math.ceil(n / 1024) * 256);
+  const extra = [...(onGpu ? [factor.buffer] : []), ...(found ? [found.buffer] : [])];
+  for (const x of tensors) {
+    const n = numel(x.shape);
+    dispatch1d(ctx, scaleKernel(ctx, onGpu, invert, !!found, false), [x.buffer, ...extra], n, [mul], Math.ceil(n / 1024) * 256);
+  }
+  for (const [buf, { words }] of arenas) {
+    const count = words.length / 2;
+    if (!count) continue;
+    const table = cachedTable(ctx, buf, 'loss-scale', words);
+    ctx.dispatch(scaleKernel(ctx, onGpu, invert, !!found, true), [buf, ...extra, table], grid2d(count), [count, 0, mul]);
+  }
 }
 
 /**
@@ -64,9 +85,16 @@ export function scaleInPlace(ctx: Context, x: DeviceTensor, s: number | DeviceTe
  * check is on the scaled value, as PyTorch's _amp_foreach_non_finite_check_and_unscale_). `scale` is a host
  * number or a tensor whose element 0 is the scale (the loss-scale state from `createLossScaleState` works as it
  * is). The flag is only ever set here: it accumulates over calls until `updateLossScale` or `clearFlag` resets
- * it, and stays on the GPU to be passed to the optimizer as `skip`.
+ * it, and stays on the GPU to be passed to the optimizer as `skip`. `grad` may be a list of gradients: tensors
+ * take one dispatch each, the pieces of one arena (`ArenaPiece`, e.g. an optimizer's `foreach` gradients) one
+ * dispatch together, with the same results.
  */
-export function unscaleAndCheck(ctx: Context, grad: DeviceTensor, scale: number | DeviceTensor, foundInf: DeviceTensor): void {
+export function unscaleAndCheck(
+  ctx: Context,
+  grad: DeviceTensor | readonly (DeviceTensor | ArenaPiece)[],
+  scale: number | DeviceTensor,
+  foundInf: DeviceTensor,
+): void {
   scaleDispatch(ctx, 'unscaleAndCheck', grad, scale, true, foundInf);
 }
 
