@@ -92,9 +92,10 @@ export function packArenas(ctx: Context, params: readonly Tensor[], slots: reado
 const slotOf = new WeakMap<Tensor, { pk: ArenaPack; j: number }>();
 
 /**
- * The gradients of `params` for `gradNorm` (in `clipGradNorm`), in order: a gradient that lives in a pack's
- * gradient arena as a piece of that arena, so that `gradNorm` reads all the pieces of one arena in one dispatch
- * (bit-identical to one dispatch per gradient), any other as its tensor.
+ * The gradients of `params` for passes over all of them (`gradNorm` in `clipGradNorm`, `unscaleAndCheck` in a
+ * GradScaler), in order: a gradient that lives in a pack's gradient arena as a piece of that arena, so that the
+ * pass reads all the pieces of one arena in one dispatch (bit-identical to one dispatch per gradient), any other
+ * as its tensor.
  */
 export function gradPieces(params: readonly Tensor[]): (DeviceTensor | ArenaPiece)[] {
   const out: (DeviceTensor | ArenaPiece)[] = [];
