@@ -23,7 +23,8 @@
 // Scheme: a chunk (CE elements, within one block) is dequantized without per-element branches or integer-to-float
 //   conversions (int4 / int8 codes are OR-ed into the mantissa of 2^23 and the offset subtracted: exact), dotted
 //   with X, and scaled once per chunk; then each accumulator is summed over the subgroup (subgroupAdd), the
-//   subgroups' sums go through workgroup memory, and thread i < R * MR adds them in a fixed order (deterministic).
+//   subgroups' sums go through workgroup memory, and thread t adds those of outputs t, t + WG, ... < R * MR in a
+//   fixed order (deterministic).
 var<workgroup> lut: array<f32, 16>;
 var<workgroup> part: array<f32, R * MR * NSG>;
 
@@ -80,13 +81,13 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u
   }
   //@reduce
   workgroupBarrier();
-  if (li < R * MR) {
-    let n = n0 + li / MR;
+  for (var o = li; o < R * MR; o += WG) {
+    let n = n0 + o / MR;
     if (n < p.N) {
       var v = 0.0;
-      for (var i = 0u; i < nsg; i++) { v += part[li * NSG + i]; }
+      for (var i = 0u; i < nsg; i++) { v += part[o * NSG + i]; }
       if (HAS_BIAS) { v += read_bias(n); }
-      y[(li % MR) * p.N + n] = v;
+      y[(o % MR) * p.N + n] = v;
     }
   }
 }

@@ -9,7 +9,8 @@
 //   WGSL consts: SM x SN x SK (one fragment product [SM, SK] x [SK, SN], SK in int8 elements), SG (subgroup
 //   size), SGM x SGN subgroups, each owning FM x FN result fragments, BM = SGM * FM * SM, BN = SGN * FN * SN, BK
 //   (int8 elements of K staged per step: a multiple of SK and of 16), ST (row stride of a staged slice in bytes:
-//   BK + 16), HAS_BIAS; ld_a(r, w) / ld_b(r, w) (16 bytes of row r from word w, zeros past the row or the
+//   BK + 16), UNIT (bytes per unit of a fragment load's offset and stride: 4, the i32 array's element, or 1),
+//   HAS_BIAS; ld_a(r, w) / ld_b(r, w) (16 bytes of row r from word w, zeros past the row or the
 //   matrix: one vec4u load where VEC, else four words); the aliases Lm / Rm / Acc; and the unrolled matrix code at //@acc, //@mma and
 //   //@epilogue (named accumulators acc_<i>_<j>).
 // Grid: x = ceil(N / BN), y = ceil(M / BM). Workgroup: SGM * SGN * SG threads.
@@ -64,9 +65,9 @@ fn stash(lid: u32) {
   }
 }
 
-// fragment loads from the staged slices (offsets and strides in int8 elements)
-fn load_l(m: u32, kk: u32) -> Lm { return subgroupMatrixLoad<Lm, row_major>(&As, m * ST + kk, ST); }
-fn load_r(n: u32, kk: u32) -> Rm { return subgroupMatrixLoad<Rm, col_major>(&Bs, n * ST + kk, ST); }
+// fragment loads from the staged slices: offsets and strides in units of UNIT bytes (see i8Tuning.unit)
+fn load_l(m: u32, kk: u32) -> Lm { return subgroupMatrixLoad<Lm, row_major>(&As, (m * ST + kk) / UNIT, ST / UNIT); }
+fn load_r(n: u32, kk: u32) -> Rm { return subgroupMatrixLoad<Rm, col_major>(&Bs, (n * ST + kk) / UNIT, ST / UNIT); }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32,

@@ -92,5 +92,6 @@ export function gemvGpuCases(): GemvCase[] {
   for (const rows of [1, 2, 4, 8])
     for (const threads of [64, 128, 256]) cases.push({ w: quantSpec('int4', 64), M: 1, N: 263, K: 4096, tune: { rows, threads } });
   for (const rowsMany of [1, 2, 4]) cases.push({ w: quantSpec('int4', 64), M: 16, N: 99, K: 2048, tune: { rowsMany } });
+  cases.push({ w: quantSpec('int4', 64), M: 16, N: 50, K: 256, tune: { rowsMany: 4, threads: 32 } }); // 64 outputs, 32 threads
   return cases;
 }

@@ -42,6 +42,7 @@ describe('subgroup GEMV, quantized weights', () => {
     [quantSpec('int8', 0), 5, 11, 64, 'f16', { rowsMany: 4, unroll: true }],
     [quantSpec('int8', 32), 16, 6, 160, 'f32', { rowsMany: 2 }],
     [quantSpec('int4', 64), 7, 10, 256, 'f32', { rowsMany: 3, threads: 32 }],
+    [quantSpec('int4', 64), 9, 9, 128, 'f32', { rowsMany: 4, threads: 32 }], // more outputs (36) than threads
   ];
   for (const [spec, M, N, K, xd, tune] of cases)
     it.runIf(hasSg())(gemvCaseName({ w: spec, M, N, K, x: xd, bias: N % 2 === 1, tune }), async () => {

@@ -6,7 +6,7 @@
  * `shaders/dequant-gemv.wgsl` for quantized weights and `matmul` for float ones.
  */
 import gemvWgsl from '../../../../../shaders/dequant-gemv-sg.wgsl';
-import type { Context } from '../../context';
+import type { Context, Kernel } from '../../context';
 import { ShapeError } from '../../errors';
 import { formatOf } from '../../format';
 import { cachedKernel } from '../../kernel-cache';
@@ -21,9 +21,11 @@ export const GEMV_MAX_ROWS = 16;
 
 /** Tuning of the subgroup GEMV (a benchmark may change it): rows of W per workgroup for few / many rows of X,
  *  the threads per workgroup (`0`: from the row length, {@link gemvThreads}), and `unroll` (unset: unrolled on
- *  GPUs, and on software adapters for at most 4 accumulators per thread). Chosen from quant-bench runs
+ *  GPUs, and on software adapters for at most 4 accumulators per thread); `probe` (benchmarks only, results wrong):
+ *  leave a stage out to time the rest (`no-x`: X read as ones; `no-deq`: words bit-cast instead of decoded).
+ *  Chosen from quant-bench runs
  *  (docs/PERFORMANCE.md). */
-export const gemvTuning: { rows: number; rowsMany: number; manyFrom: number; threads: number; maxThreads: number; unroll?: boolean } = {
+export const gemvTuning: { rows: number; rowsMany: number; manyFrom: number; threads: number; maxThreads: number; unroll?: boolean; probe?: GemvShape['probe'] } = {
   rows: 4,
   rowsMany: 2,
   manyFrom: 5,
@@ -73,6 +75,8 @@ export function gemvSource(o: GemvShape): string {
     c('MR', MR) + c('R', o.R) + c('WG', o.WG) + c('NSG', o.NSG) + c('CW', CW) + c('CE', CE) +
     `const HAS_BIAS: bool = ${o.hasBias};\nconst FLOAT_W: bool = ${floatW};\n` +
     `fn deq_f2(w: u32) -> vec2f { return ${floatW ? formatOf(o.fmt as string).wgsl.unpack('w') : 'vec2f(0.0)'}; }\n`;
+  // block scales: f16 ones through the hardware conversion (exact), f32 ones as stored
+  if (!floatW) pre += o.f16Scales ? 'fn scale_at(i: u32) -> f32 { return unpack2x16float(s[i >> 1u])[i & 1u]; }\n' : 'fn scale_at(i: u32) -> f32 { return read_s(i); }\n';
   // one x element (x4 and x cannot both be used by one entry point)
   if (o.xVec) pre += '@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\nfn xe(i: u32) -> f32 { return x4[i >> 2u][i & 3u]; }\n';
   else pre += 'fn xe(i: u32) -> f32 { return read_x(i); }\n';
@@ -92,7 +96,9 @@ export function gemvSource(o: GemvShape): string {
         groups.push([j * 8 + 4, 4, (r) => `${f}(${word(r, j)}, SH_HI)`]);
       }
     }
+  if (o.probe === 'no-deq') for (const gr of groups) gr[2] = ((r: number) => (gr[1] === 4 ? `bitcast<vec4f>(vec4u(w_${r}${CW === 4 ? '[0]' : ''}))` : `bitcast<vec2f>(vec2u(w_${r}${CW === 4 ? '[0]' : ''}))`));
   const xg: XLoad = (m, e0, g) => {
+    if (o.probe === 'no-x') return `vec${g}f(1.0)`;
     const b = `${typeof m === 'number' ? `${m}u` : m} * p.K + k0 + ${e0}u`;
     if (o.xVec && g === 4) return `x4[(${b}) >> 2u]`;
     return `vec${g}f(${[...Array(g).keys()].map((i) => `xe(${b} + ${i}u)`).join(', ')})`;
@@ -111,7 +117,7 @@ function loadCode(R: number, CW: number, hasScale: boolean): string {
     .map((r) => {
       const row = `let row_${r} = min(n0 + ${r}u, p.N - 1u);`;
       const w = CW === 4 ? `let w_${r} = q4[row_${r} * p.nc + c];` : `let w_${r} = q[row_${r} * p.nc + c];`;
-      const s = hasScale ? `let s_${r} = read_s(row_${r} * p.nb + k0 / p.G);` : '';
+      const s = hasScale ? `let s_${r} = scale_at(row_${r} * p.nb + k0 / p.G);` : '';
       return [row, w, s].filter(Boolean).join(' ');
     })
     .join('\n    ');
@@ -188,10 +194,23 @@ export interface GemvShape {
   preScale: boolean;
   /** Named accumulators, everything written out (else loops over MR, software adapters). */
   unroll: boolean;
+  /** The block scales are f16 (int4). */
+  f16Scales?: boolean;
+  /** Benchmarks only: leave a stage out (see `gemvTuning.probe`). */
+  probe?: 'no-x' | 'no-deq';
 }
 
-/** Encode one subgroup GEMV: `y = x w^T (+ bias)` for x [M, K] (M <= 16), w described by `w`. */
-function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {
+/** One GEMV dispatch, planned but not encoded: the kernel, its bindings, workgroups and params (what
+ *  `ctx.dispatch` takes). Benchmarks encode many of them in one timed pass. */
+export interface GemvDispatch {
+  kernel: Kernel;
+  buffers: DeviceTensor['buffer'][];
+  workgroups: [number, number, number];
+  params: number[];
+}
+
+/** Plan one subgroup GEMV: `y = x w^T (+ bias)` for x [M, K] (M <= 16), w described by `w`. */
+function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): GemvDispatch {
   const { N, K, wpr, epw } = w;
   const CW = wpr % 4 === 0 ? 4 : 1;
   const nc = wpr / CW;
@@ -204,9 +223,9 @@ function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor
   const preScale = M * R > 16 || !unroll;
   const s = w.scales ?? x;
   const b = bias ?? x;
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, xVec, hasBias: !!bias, preScale, unroll };
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, xVec, hasBias: !!bias, preScale, unroll, ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}) };
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
-  const k = cachedKernel(ctx, key, () => ({
+  const kernel = cachedKernel(ctx, key, () => ({
     name: floatW ? 'gemv16' : 'dequant-gemv-sg',
     code: quantPrelude() + gemvSource(o),
     bindings: [
@@ -223,8 +242,27 @@ function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor
   const nwg = Math.ceil(N / R);
   const gy = Math.ceil(nwg / 65535);
   const gx = Math.ceil(nwg / gy);
-  ctx.dispatch(k, [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer], [gx, gy, 1], [N, K, w.G, w.nb, nc, gx, 1]);
+  return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer], workgroups: [gx, gy, 1], params: [N, K, w.G, w.nb, nc, gx, 1] };
 }
+
+function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {
+  const d = plan(ctx, x, w, bias, y, M);
+  ctx.dispatch(d.kernel, d.buffers, d.workgroups, d.params);
+}
+
+/** The dispatch {@link quantGemvSg} would encode (benchmarks). */
+export function quantGemvDispatch(ctx: Context, x: DeviceTensor, q: QuantTensor, scales: DeviceTensor, y: DeviceTensor): GemvDispatch {
+  const l = q.layout;
+  return plan(ctx, x, { N: l.N, K: l.K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID[q.spec.format], data: q.data, scales }, undefined, y, rowsOf(x));
+}
+
+/** The dispatch {@link gemv16} would encode for a 16-bit weight with even K on an adapter with subgroups. */
+export function gemv16Dispatch(ctx: Context, x: DeviceTensor, w: DeviceTensor, y: DeviceTensor): GemvDispatch {
+  const [N, K] = w.shape as [number, number];
+  return plan(ctx, x, { N, K, wpr: K / 2, epw: 2, G: 1, nb: 1, fmt: w.dtype as 'f16' | 'bf16', data: w }, undefined, y, rowsOf(x));
+}
+
+const rowsOf = (x: DeviceTensor) => numel(x.shape) / x.shape[x.shape.length - 1]!;
 
 /** The subgroup GEMV of a quantized weight (first-level scales already decoded: `quantScales`). Used by
  *  `quantLinear`; x [M, K] with M <= 16, y f32 [M, N]. */

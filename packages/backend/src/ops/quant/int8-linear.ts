@@ -85,9 +85,12 @@ export const I8_TILES = {
 } as const satisfies Record<string, I8Tile>;
 export type I8TileName = keyof typeof I8_TILES;
 
-/** Tuning of `auto` (a benchmark may change it): the big and small tile, and the tile count below which the
- *  small one runs. */
-export const i8Tuning: { big: I8TileName; small: I8TileName; minBigTiles: number } = { big: 't128x128k64', small: 't64x64k64', minBigTiles: 132 };
+/** Tuning of `auto` (a benchmark may change it): the big and small tile, the tile count below which the small one
+ *  runs, and `unit`: the bytes one unit of a fragment load's offset and stride counts. Dawn's subgroup-matrix
+ *  document says int8 offsets count int8 elements (1), but its SPIR-V lowering passes them on as indices into the
+ *  i32 array (4), and on an H200 (2026-11-24) byte offsets gave wrong products: 4 is the default, the GPU check list
+ *  proves it (docs/PERFORMANCE.md). */
+export const i8Tuning: { big: I8TileName; small: I8TileName; minBigTiles: number; unit: 1 | 4 } = { big: 't128x128k64', small: 't64x64k64', minBigTiles: 132, unit: 4 };
 
 /** The int8 tensor-core plan of an adapter: its i8 -> i32 fragment and fixed subgroup size, or why not. */
 export function int8TcPlan(info: Pick<ContextInfo, 'features' | 'subgroupMatrixConfigs' | 'subgroupSizes'>): { frag: SubgroupMatrixConfig; subgroupSize: number } | { reason: string } {
@@ -118,14 +121,14 @@ export function i8TileProblem(t: I8Tile, plan: I8Plan, limits: Record<string, nu
 
 /** The WGSL of the int8 tensor-core kernel for a fragment and tile: constants, aliases and the unrolled
  *  accumulators, fragment loads, multiply-accumulates and epilogue in `shaders/quant-i8-matmul-tc.wgsl`. */
-export function i8TcSource(plan: I8Plan, t: I8Tile, vec: boolean, hasBias: boolean): string {
+export function i8TcSource(plan: I8Plan, t: I8Tile, vec: boolean, hasBias: boolean, unit: 1 | 4 = i8Tuning.unit): string {
   const { M: SM, N: SN, K: SK } = plan.frag;
   const fm = t.bm / t.sgm / SM;
   const fn = t.bn / t.sgn / SN;
   const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
   const pre =
     c('SM', SM) + c('SN', SN) + c('SK', SK) + c('SG', plan.subgroupSize) + c('SGM', t.sgm) + c('SGN', t.sgn) + c('FM', fm) + c('FN', fn) +
-    c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) + c('ST', t.bk + 16) +
+    c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) + c('ST', t.bk + 16) + c('UNIT', unit) +
     `const HAS_BIAS: bool = ${hasBias};\n` +
     (vec ? '@group(0) @binding(1) var<storage, read> a4: array<vec4u>;\n@group(0) @binding(2) var<storage, read> b4: array<vec4u>;\n' : '') +
     ldCode('a', 'M', vec) +
@@ -232,7 +235,7 @@ export function int8Matmul(ctx: Context, a: RowsI8, w: QuantTensor, opts: Int8Ma
     if (why) throw new ShapeError(`int8Matmul: tensor-core tile ${JSON.stringify(t)}: ${why}`);
     const vec = wpr % 4 === 0;
     const name = `quant-i8-matmul-tc-${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}`;
-    const key = `qi8tc:${name}:${+vec}:${+!!opts.bias}:${bias.dtype}`;
+    const key = `qi8tc:${name}:${+vec}:${+!!opts.bias}:${bias.dtype}:${i8Tuning.unit}`;
     const k = checkedKernel(ctx, key, () => ({ name, ...i8TcKernelDef(i8TcSource(plan, t, vec, !!opts.bias), bias.dtype) }));
     if (k) {
       const gx = Math.ceil(N / t.bn);
