@@ -27,10 +27,10 @@ export const GEMV_MAX_ROWS = 16;
  *  (docs/PERFORMANCE.md). */
 export const gemvTuning: { rows: number; rowsMany: number; manyFrom: number; threads: number; maxThreads: number; unroll?: boolean; probe?: GemvShape['probe'] } = {
   rows: 4,
-  rowsMany: 2,
+  rowsMany: 4,
   manyFrom: 5,
   threads: 0,
-  maxThreads: 256,
+  maxThreads: 128,
 };
 
 /** Whether this context runs the subgroup GEMV: it needs `subgroups` and a known smallest subgroup size. */

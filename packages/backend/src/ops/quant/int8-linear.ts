@@ -4,10 +4,11 @@
  * scale per row), the product summed exactly in i32, then `f32(sum) * sx[m] * sw[n]` in the epilogue.
  *
  * Where the adapter offers an i8 x i8 -> i32 subgroup-matrix configuration (NVIDIA through Vulkan: 16x16x32) the
- * product runs on tensor cores (`shaders/quant-i8-matmul-tc.wgsl`, fragment shape from the adapter's
- * configuration, never a constant); everywhere else, and while that kernel's WGSL is being checked
- * (`checkedKernel`), the portable `shaders/quant-i8-matmul.wgsl` (dot4I8Packed) runs. Both give the same
- * numbers: exact integer sums, the same epilogue.
+ * product can run on tensor cores (`shaders/quant-i8-matmul-tc.wgsl`, fragment shape from the adapter's
+ * configuration, never a constant): `path: 'tc'`, or `auto` once `i8Tuning.autoTensorCores` is on. Everywhere
+ * else, and while that kernel's WGSL is being checked (`checkedKernel`), the portable
+ * `shaders/quant-i8-matmul.wgsl` (dot4I8Packed) runs. Both compute the same numbers: exact integer sums, the
+ * same epilogue.
  */
 import rowsWgsl from '../../../../../shaders/quant-rows-i8.wgsl';
 import mmWgsl from '../../../../../shaders/quant-i8-matmul.wgsl';
@@ -89,8 +90,15 @@ export type I8TileName = keyof typeof I8_TILES;
  *  runs, and `unit`: the bytes one unit of a fragment load's offset and stride counts. Dawn's subgroup-matrix
  *  document says int8 offsets count int8 elements (1), but its SPIR-V lowering passes them on as indices into the
  *  i32 array (4), and on an H200 (2026-11-24) byte offsets gave wrong products: 4 is the default, the GPU check list
- *  proves it (docs/PERFORMANCE.md). */
-export const i8Tuning: { big: I8TileName; small: I8TileName; minBigTiles: number; unit: 1 | 4 } = { big: 't128x128k64', small: 't64x64k64', minBigTiles: 132, unit: 4 };
+ *  is to prove it (docs/PERFORMANCE.md). `autoTensorCores`: whether `auto` takes the tensor-core kernel; off until the
+ *  GPU check list has passed with `unit` 4 on an H200 (not yet run: `path: 'tc'` selects it explicitly). */
+export const i8Tuning: { big: I8TileName; small: I8TileName; minBigTiles: number; unit: 1 | 4; autoTensorCores: boolean } = {
+  big: 't128x128k64',
+  small: 't64x64k64',
+  minBigTiles: 132,
+  unit: 4,
+  autoTensorCores: false,
+};
 
 /** The int8 tensor-core plan of an adapter: its i8 -> i32 fragment and fixed subgroup size, or why not. */
 export function int8TcPlan(info: Pick<ContextInfo, 'features' | 'subgroupMatrixConfigs' | 'subgroupSizes'>): { frag: SubgroupMatrixConfig; subgroupSize: number } | { reason: string } {
@@ -179,8 +187,8 @@ export function i8TcKernelDef(code: string, biasDtype: DeviceTensor['dtype'] = '
   return { code, bindings: BINDINGS(biasDtype), params: ['u32:M', 'u32:N', 'u32:wpr'], enables: I8_TC_ENABLES };
 }
 
-/** Which kernel runs the int8 product: `auto` (tensor cores where the adapter has them and the kernel has been
- *  checked, else portable), `tc` (tensor cores or a ShapeError), `portable`. */
+/** Which kernel runs the int8 product: `auto` (tensor cores where the adapter has them, the kernel has been
+ *  checked and `i8Tuning.autoTensorCores` is on, else portable), `tc` (tensor cores or a ShapeError), `portable`. */
 export type I8Path = 'auto' | 'tc' | 'portable';
 
 /** Options of {@link int8Matmul} and {@link int8Linear}. */
@@ -225,7 +233,7 @@ export function int8Matmul(ctx: Context, a: RowsI8, w: QuantTensor, opts: Int8Ma
   const path = opts.path ?? 'auto';
   const plan = contextI8Plan(ctx);
   const bufs = [a.codes.buffer, w.data.buffer, a.scales.buffer, w.scales.buffer, bias.buffer, y.buffer];
-  if (path !== 'portable' && 'frag' in plan) {
+  if ((path === 'tc' || (path === 'auto' && i8Tuning.autoTensorCores)) && 'frag' in plan) {
     let t: I8Tile = opts.tile ?? I8_TILES[i8Tuning.small];
     if (!opts.tile) {
       const big = I8_TILES[i8Tuning.big];
