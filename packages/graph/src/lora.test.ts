@@ -1,9 +1,10 @@
 // mergeLora against the unmerged model (f32 and 16-bit base weights), unmerge back to the base weights.
 import { createContext, upload, testing, type Context } from '@rusty/backend';
-import { noGrad, randn, Tensor } from '@rusty/autograd';
+import { add, autocast, linear, loraLinear, noGrad, randn, scale, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CausalLM } from './causal-lm';
-import { applyLora, loraModules, mergeLora, unmergeLora } from './lora';
+import { Linear } from './layers';
+import { applyLora, LoraLinear, loraModules, mergeLora, unmergeLora } from './lora';
 import { fixtureConfig, randomModel } from './test-models';
 
 const rel = testing.relErr;
@@ -53,5 +54,28 @@ describe('mergeLora', () => {
     expect(err).toBeLessThan(2e-2);
     expect(err).toBeGreaterThan(0);
     model.dispose();
+  });
+
+  it('LoraLinear runs the fused loraLinear under f16 autocast and the composition in f32', async () => {
+    const lin = new Linear(ctx, 24, 10, { seed: 3 });
+    const l = new LoraLinear(lin, 4, 8, 5);
+    l.loraB.assign(upload(ctx, randn(l.loraB.size, 6, 0.1), l.loraB.shape));
+    const x = Tensor.fromArray(ctx, randn(3 * 24, 7), [3, 24]);
+    const f32 = await noGrad(() => l.forward(x)).toArray();
+    const composed = await noGrad(() => add(linear(x, lin.weight), scale(linear(linear(x, l.loraA), l.loraB), l.scaling))).toArray();
+    expect([...f32]).toEqual([...composed]);
+    const f16 = await noGrad(() => autocast('f16', () => l.forward(x))).toArray();
+    const fused = await noGrad(() => loraLinear(x, lin.weight, null, l.loraA, l.loraB, l.scaling, { compute: 'f16' })).toArray();
+    expect([...f16]).toEqual([...fused]);
+    expect(rel(f16, f32)).toBeGreaterThan(1e-6);
+    // which op ran (A is trainable, so the outputs record their op)
+    const y32 = l.forward(x);
+    const y16 = autocast('f16', () => l.forward(x));
+    expect(y32.node?.name).not.toBe('lora-linear');
+    expect(y16.node?.name).toBe('lora-linear');
+    y32.dispose();
+    y16.dispose();
+    x.dispose();
+    l.dispose();
   });
 });

@@ -1,5 +1,5 @@
 import { accumulate, cast as castKernel, ConfigError, matmul as mm, type DeviceTensor } from '@rusty/backend';
-import { add, linear, loraLinear, noGrad, randu, releaseRef, scale, Tensor, tidy, toCompute } from '@rusty/autograd';
+import { add, computeDtype, linear, loraLinear, noGrad, randu, releaseRef, scale, Tensor, tidy, toCompute } from '@rusty/autograd';
 import { Linear } from './layers';
 import { Module } from './module';
 import { QuantLinear } from './quant-linear';
@@ -53,11 +53,13 @@ export class LoraLinear extends Module {
   }
 
   /** Under an f16 autocast scope the base product and both low-rank products run on f16 inputs (one f16 copy
-   *  of x shared by the base and A; a quantized base reads x as given). A plain base runs as one fused op
-   *  (`loraLinear`: the low-rank update accumulated into the base product, no separate scale and add passes). */
+   *  of x shared by the base and A; a quantized base reads x as given). There a plain base runs as one fused op
+   *  (`loraLinear`: the low-rank update accumulated into the base product, no separate scale and add passes, the
+   *  skinny products on the low-rank kernels). In f32 the composition runs: the fused op sums in another order,
+   *  and that alone flipped one of `rusty demo`'s four taught answers (its 4 of 4 sits on a knife edge). */
   forward(x: Tensor): Tensor {
     if (this.merged) return this.base.forward(x);
-    if (this.base instanceof Linear) return loraLinear(x, this.base.weight, this.base.bias, this.loraA, this.loraB, this.scaling);
+    if (this.base instanceof Linear && computeDtype() === 'f16') return loraLinear(x, this.base.weight, this.base.bias, this.loraA, this.loraB, this.scaling);
     return tidy(() => {
       const xc = toCompute(x);
       const y = this.base.forward(this.base instanceof QuantLinear ? x : xc);
