@@ -12,11 +12,11 @@
 // Prepended by the wrapper (ops/quant/gemv.ts), all WGSL consts: MR (rows of X), R (rows of W per workgroup),
 //   WG (threads), NSG (most subgroups a workgroup can have: WG / the adapter's smallest subgroup size), CW (u32
 //   words per chunk: 4, one vec4u load, or 1), CE (elements per chunk), HAS_BIAS, FLOAT_W (16-bit float weights),
-//   `fn deq_f2(w: u32) -> vec2f` (float weights: the two values of a word, from the format table), the
+//   SG (the fixed subgroup size, main_rows only), `fn deq_f2(w: u32) -> vec2f` (float weights: the two values of a word, from the format table), the
 //   FMT override (quant-common), and the generated code at the //@acc, //@load, //@fast, //@tail and //@reduce
 //   lines: named accumulators a_<r>_<m>, the R rows' chunk words w_<r> and scales s_<r>, the unrolled
-//   dequantize-and-dot of a whole chunk, the masked element loop of a row's last, partial chunk, and the
-//   subgroupAdd of every accumulator.
+//   dequantize-and-dot of a whole chunk, the masked element loop of a row's last, partial chunk, the
+//   subgroupAdd of every accumulator (//@reduce), and for main_rows (below) its sums written out (//@rows_out).
 // Grid: ceil(N / R) workgroups (x + y * gx). Workgroup: WG threads; thread t takes chunks t, t + WG, ... of the R
 //   rows n0 .. n0 + R - 1 (n0 = R * workgroup index; rows past N read row N - 1 and write nothing), so one load
 //   instruction of a subgroup reads consecutive 16-byte words of one row, and each X chunk read serves R rows.
@@ -90,4 +90,34 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u
       y[(o % MR) * p.N + n] = v;
     }
   }
+}
+
+// Entry point main_rows (gemvTuning.subgroupRows; adapters with one fixed subgroup size SG): each subgroup owns R
+// rows of W (n0 = R * (workgroup index * WG / SG + subgroup_id)) and lane l takes chunks l, l + SG, ...; each
+// accumulator is summed over the subgroup and the elected lane writes it: no workgroup memory or barrier after the
+// NF4 table. Grid: ceil(N / (R * WG / SG)) workgroups.
+@compute @workgroup_size(WG)
+fn main_rows(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u32,
+             @builtin(subgroup_id) sid: u32, @builtin(subgroup_invocation_id) lane: u32) {
+  let n0 = ((wg.x + wg.y * p.gx) * (WG / SG) + sid) * R;
+  if (!FLOAT_W && FMT == 2u) {
+    if (li < 16u) { lut[li] = NF4_CODE[li]; }
+    workgroupBarrier();
+  }
+  //@acc
+  for (var c = lane; c < p.nc; c += SG) {
+    let k0 = c * CE;
+    //@load
+    if (k0 + CE <= p.K) {
+      //@fast
+    } else {
+      for (var e = 0u; e < CE; e++) {
+        let k = k0 + e;
+        if (k < p.K) {
+          //@tail
+        }
+      }
+    }
+  }
+  //@rows_out
 }

@@ -346,8 +346,8 @@ async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<vo
   let isolated = false;
   // sweep: rows of W per workgroup x threads, int4/64, one row of X
   const sweepShapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [5632, 2048], [2048, 2048]];
-  const variants: { rows: number; threads: number }[] = [];
-  for (const rows of [1, 2, 4, 8]) for (const threads of [0, 64, 128, 256]) variants.push({ rows, threads });
+  const variants: { rows: number; threads: number; subgroupRows: boolean }[] = [];
+  for (const subgroupRows of [false, true]) for (const rows of [1, 2, 4, 8]) for (const threads of [0, 64, 128, 256]) variants.push({ rows, threads, subgroupRows });
   const sweep: number[][] = variants.map(() => []);
   for (const [N, K] of sweepShapes) {
     const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');

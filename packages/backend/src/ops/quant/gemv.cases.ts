@@ -93,5 +93,9 @@ export function gemvGpuCases(): GemvCase[] {
     for (const threads of [64, 128, 256]) cases.push({ w: quantSpec('int4', 64), M: 1, N: 263, K: 4096, tune: { rows, threads } });
   for (const rowsMany of [1, 2, 4]) cases.push({ w: quantSpec('int4', 64), M: 16, N: 99, K: 2048, tune: { rowsMany } });
   cases.push({ w: quantSpec('int4', 64), M: 16, N: 50, K: 256, tune: { rowsMany: 4, threads: 32 } }); // 64 outputs, 32 threads
+  // each subgroup owns its rows (main_rows)
+  for (const w of [quantSpec('int4', 64), quantSpec('nf4', 64), quantSpec('int8', 0), 'f16' as const])
+    for (const M of [1, 4, 16]) cases.push({ w, M, N: 301, K: 1000, bias: M === 4, tune: { subgroupRows: true } });
+  for (const rows of [1, 2, 4, 8]) cases.push({ w: quantSpec('int4', 64), M: 1, N: 263, K: 4096, tune: { rows, threads: 128, subgroupRows: true } });
   return cases;
 }

@@ -43,6 +43,10 @@ describe('subgroup GEMV, quantized weights', () => {
     [quantSpec('int8', 32), 16, 6, 160, 'f32', { rowsMany: 2 }],
     [quantSpec('int4', 64), 7, 10, 256, 'f32', { rowsMany: 3, threads: 32 }],
     [quantSpec('int4', 64), 9, 9, 128, 'f32', { rowsMany: 4, threads: 32 }], // more outputs (36) than threads
+    // each subgroup owns its rows (main_rows)
+    [quantSpec('int4', 64), 1, 37, 700, 'f32', { subgroupRows: true }],
+    [quantSpec('nf4', 64), 2, 21, 610, 'f16', { subgroupRows: true, rows: 2 }],
+    [quantSpec('int8', 0), 5, 11, 99, 'f32', { subgroupRows: true, rowsMany: 2, threads: 64 }],
   ];
   for (const [spec, M, N, K, xd, tune] of cases)
     it.runIf(hasSg())(gemvCaseName({ w: spec, M, N, K, x: xd, bias: N % 2 === 1, tune }), async () => {

@@ -21,11 +21,22 @@ export const GEMV_MAX_ROWS = 16;
 
 /** Tuning of the subgroup GEMV (a benchmark may change it): rows of W per workgroup for few / many rows of X,
  *  the threads per workgroup (`0`: from the row length, {@link gemvThreads}), and `unroll` (unset: unrolled on
- *  GPUs, and on software adapters for at most 4 accumulators per thread); `probe` (benchmarks only, results wrong):
+ *  GPUs, and on software adapters for at most 4 accumulators per thread); `subgroupRows` (entry point main_rows:
+ *  each subgroup owns R rows, no workgroup reduction; adapters with a fixed subgroup size; not yet measured on a
+ *  GPU, so off); `probe` (benchmarks only, results wrong):
  *  leave a stage out to time the rest (`no-x`: X read as ones; `no-deq`: words bit-cast instead of decoded).
  *  Chosen from quant-bench runs
  *  (docs/PERFORMANCE.md). */
-export const gemvTuning: { rows: number; rowsMany: number; manyFrom: number; threads: number; maxThreads: number; unroll?: boolean; probe?: GemvShape['probe'] } = {
+export const gemvTuning: {
+  rows: number;
+  rowsMany: number;
+  manyFrom: number;
+  threads: number;
+  maxThreads: number;
+  unroll?: boolean;
+  subgroupRows?: boolean;
+  probe?: GemvShape['probe'];
+} = {
   rows: 4,
   rowsMany: 4,
   manyFrom: 5,
@@ -105,7 +116,9 @@ export function gemvSource(o: GemvShape): string {
   };
   const hasScale = !floatW;
   const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
-  return pre + gemvWgsl.replace(/^(\s*)\/\/@(acc|load|fast|tail|reduce)$/gm, (_, ind: string, k: string) => ind + parts[k]);
+  if (o.sgRows) pre += `const SG: u32 = ${o.sgRows}u;\n`;
+  else pre += 'const SG: u32 = 1u;\n';
+  return pre + gemvWgsl.replace(/^(\s*)\/\/@(acc|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
 }
 
 type Group = [number, number, (r: number) => string];
@@ -152,7 +165,13 @@ function unrolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolea
     ...rs.flatMap((r) => ms.map((m) => `  part[${r * MR + m}u * NSG + sid] = z_${r}_${m};`)),
     '}',
   ].join('\n  ');
-  return { acc, load: loadCode(R, CW, hasScale), fast: fast.join('\n      '), tail, reduce };
+  const rowsOut = [
+    ...rs.flatMap((r) => ms.map((m) => `let z_${r}_${m} = subgroupAdd(a_${r}_${m});`)),
+    'if (subgroupElect()) {',
+    ...rs.map((r) => `  if (n0 + ${r}u < p.N) { ${ms.map((m) => `y[${m}u * p.N + n0 + ${r}u] = z_${r}_${m}${o.hasBias ? ` + read_bias(n0 + ${r}u)` : ''};`).join(' ')} }`),
+    '}',
+  ].join('\n  ');
+  return { acc, load: loadCode(R, CW, hasScale), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
 /** The rows of X in loops over an array of accumulators whose bound the compiler cannot see (`p.one`):
@@ -172,7 +191,10 @@ function rolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolean)
     loop(`let xv = xe(m * p.K + k); ${rs.map((r) => `a[${r}u * MR + m] = fma(v_${r}, xv, a[${r}u * MR + m]);`).join(' ')}`),
   ].join('\n          ');
   const reduce = `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); if (subgroupElect()) { part[i * NSG + sid] = z; } }`;
-  return { acc: 'var a: array<f32, R * MR>;', load: loadCode(R, CW, hasScale), fast: fast.join('\n      '), tail, reduce };
+  const rowsOut =
+    `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); let n = n0 + i / MR; ` +
+    `if (subgroupElect() && n < p.N) { y[(i % MR) * p.N + n] = z${o.hasBias ? ' + read_bias(n)' : ''}; } }`;
+  return { acc: 'var a: array<f32, R * MR>;', load: loadCode(R, CW, hasScale), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
 /** What one generated GEMV kernel is specialised for. */
@@ -196,6 +218,8 @@ export interface GemvShape {
   unroll: boolean;
   /** The block scales are f16 (int4). */
   f16Scales?: boolean;
+  /** Entry point main_rows (each subgroup owns R rows): the fixed subgroup size. */
+  sgRows?: number;
   /** Benchmarks only: leave a stage out (see `gemvTuning.probe`). */
   probe?: 'no-x' | 'no-deq';
 }
@@ -223,11 +247,14 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
   const preScale = M * R > 16 || !unroll;
   const s = w.scales ?? x;
   const b = bias ?? x;
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, xVec, hasBias: !!bias, preScale, unroll, ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}) };
+  const { min: sgMin, max: sgMax } = ctx.info.subgroupSizes;
+  const sgRows = !!gemvTuning.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}) };
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
   const kernel = cachedKernel(ctx, key, () => ({
     name: floatW ? 'gemv16' : 'dequant-gemv-sg',
     code: quantPrelude() + gemvSource(o),
+    entryPoint: sgRows ? 'main_rows' : 'main',
     bindings: [
       { name: 'x', access: 'read', dtype: x.dtype },
       { name: 'q', access: 'read', dtype: 'u32' },
@@ -239,7 +266,7 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
     constants: floatW ? undefined : { FMT: w.fmt as number },
     enables: ['subgroups'],
   }));
-  const nwg = Math.ceil(N / R);
+  const nwg = Math.ceil(N / (sgRows ? (R * WG) / sgMax : R));
   const gy = Math.ceil(nwg / 65535);
   const gx = Math.ceil(nwg / gy);
   return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer], workgroups: [gx, gy, 1], params: [N, K, w.G, w.nb, nc, gx, 1] };
