@@ -2,6 +2,7 @@ import decodeWgsl from '../../../../../shaders/attention-decode.wgsl';
 import combineWgsl from '../../../../../shaders/attention-decode-combine.wgsl';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
+import { cachedKernel } from '../../kernel-cache';
 import { empty, type DeviceTensor } from '../../tensor';
 import {
   checkFits,
@@ -38,7 +39,6 @@ export interface AttentionDecodeOptions {
 
 const NT = 128;
 const CHMAX = 1024;
-const codeCache = new Map<number, string>();
 
 /** How many workgroups the split-K decode aims at (a few per multiprocessor of a large GPU). */
 const TARGET_WORKGROUPS = 512;
@@ -102,24 +102,23 @@ export function attentionDecode(
   if (nChunks > 65535) throw new ShapeError(`attentionDecode: ${nChunks} chunks exceed the grid limit`);
 
   const DV = Math.ceil(D / 4);
-  let src = codeCache.get(D);
-  if (src === undefined) codeCache.set(D, (src = specialize(withMaskRule(decodeWgsl), { D, DV, NT, CHMAX, NP: Math.floor(NT / DV) })));
   const mask = opts.keyMask;
+  const maskDt = mask?.dtype ?? 'u32';
   const W = DV * 4 + 2;
   const part = nChunks > 1 ? ctx.alloc(B * Hq * nChunks * W * 4) : dummyBuffer(ctx, 1);
-  const k = ctx.kernel({
+  const k = cachedKernel(ctx, `attn:decode:${D}:${q.dtype}:${kCache.dtype}:${vCache.dtype}:${maskDt}`, () => ({
     name: `attention_decode_d${D}`,
-    code: src,
+    code: specialize(withMaskRule(decodeWgsl), { D, DV, NT, CHMAX, NP: Math.floor(NT / DV) }),
     bindings: [
       { name: 'q', access: 'read', dtype: q.dtype },
       { name: 'k', access: 'read', dtype: kCache.dtype },
       { name: 'v', access: 'read', dtype: vCache.dtype },
-      { name: 'mask', access: 'read', dtype: mask?.dtype ?? 'u32' },
+      { name: 'mask', access: 'read', dtype: maskDt },
       { name: 'o', access: 'rw', dtype: 'f32' },
       { name: 'part', access: 'rw', dtype: 'f32' },
     ],
     params: ['u32:Smax', 'u32:len', 'u32:Hq', 'u32:Hkv', 'u32:G', 'u32:CH', 'u32:nChunks', 'u32:hasMask', 'u32:window', 'f32:scale2', 'f32:capmul'],
-  });
+  }));
   ctx.dispatch(
     k,
     [q.buffer, kCache.buffer, vCache.buffer, mask?.buffer ?? dummyBuffer(ctx), out.buffer, part],
@@ -127,7 +126,7 @@ export function attentionDecode(
     [Smax, len, Hq, Hkv, Hq / Hkv, CH, nChunks, mask ? 1 : 0, window, cap.qscale, cap.capmul],
   );
   if (nChunks > 1) {
-    const c = ctx.kernel({
+    const c = cachedKernel(ctx, 'attn:decode-combine', () => ({
       name: 'attention_decode_combine',
       code: combineWgsl,
       bindings: [
@@ -135,7 +134,7 @@ export function attentionDecode(
         { name: 'o', access: 'rw', dtype: 'f32' },
       ],
       params: ['u32:nChunks', 'u32:W', 'u32:D', 'u32:Hq'],
-    });
+    }));
     ctx.dispatch(c, [part, out.buffer], [Hq, B], [nChunks, W, D, Hq]);
     ctx.release(part);
   }

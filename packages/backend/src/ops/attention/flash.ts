@@ -19,6 +19,7 @@ import dqWgsl from '../../../../../shaders/attention-bwd-dq.wgsl';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
 import { grid1d } from '../../grid';
+import { cachedKernel } from '../../kernel-cache';
 import type { KernelDef, ParamSpec } from '../../kernel';
 import { empty, type DeviceTensor } from '../../tensor';
 import {
@@ -87,12 +88,8 @@ export interface FlashAttentionGrads {
   dv: DeviceTensor;
 }
 
-const codeCache = new Map<string, string>();
-function code(key: string, src: string, consts: Record<string, number>): string {
-  let c = codeCache.get(key);
-  if (c === undefined) codeCache.set(key, (c = specialize(withMaskRule(src), consts)));
-  return c;
-}
+/** A portable attention shader specialised for its head dim and tile (built once per kernel-cache key). */
+const code = (src: string, consts: Record<string, number>): string => specialize(withMaskRule(src), consts);
 
 function fwdConsts(D: number, [br, bc, cn = 4]: AttentionTile): Record<string, number> {
   const { DV, DS } = rowLayout(D);
@@ -247,21 +244,22 @@ export function flashAttention(
   }
   const tf = r.tiles.fwd;
   const br = tf[0];
-  const def: KernelDef = {
+  const maskDt = mask?.dtype ?? 'u32';
+  const fwd = cachedKernel(ctx, `attn:fwd:${D}:${tileName(tf)}:${q.dtype}:${k.dtype}:${v.dtype}:${maskDt}`, (): KernelDef => ({
     name: `attention_fwd_d${D}_${tileName(tf)}`,
-    code: code(`fwd${D}_${tileName(tf)}`, fwdWgsl, fwdConsts(D, tf)),
+    code: code(fwdWgsl, fwdConsts(D, tf)),
     bindings: [
       { name: 'q', access: 'read', dtype: q.dtype },
       { name: 'k', access: 'read', dtype: k.dtype },
       { name: 'v', access: 'read', dtype: v.dtype },
-      { name: 'mask', access: 'read', dtype: mask?.dtype ?? 'u32' },
+      { name: 'mask', access: 'read', dtype: maskDt },
       { name: 'o', access: 'rw', dtype: 'f32' },
       { name: 'lse', access: 'rw', dtype: 'f32' },
     ],
     params: FWD_PARAMS,
-  };
+  }));
   ctx.dispatch(
-    ctx.kernel(def),
+    fwd,
     [q.buffer, k.buffer, v.buffer, mask?.buffer ?? dummyBuffer(ctx), out.buffer, lse.buffer],
     [Math.ceil(T / br), Hq, B],
     [T, S, Hq, Hkv, G, r.qOffset, r.causal ? 1 : 0, r.window, mask ? 1 : 0, r.cap.qscale, r.cap.capmul],
@@ -325,7 +323,7 @@ export function flashAttentionBackward(
   }
   if (rows > 0 && !dqDone) {
     const g = grid1d(rows * 16, 256);
-    const pre = ctx.kernel({
+    const pre = cachedKernel(ctx, `attn:bwd-pre:${dOut.dtype}:${out.dtype}`, () => ({
       name: 'attention_bwd_pre',
       code: preWgsl,
       bindings: [
@@ -334,7 +332,7 @@ export function flashAttentionBackward(
         { name: 'delta', access: 'rw', dtype: 'f32' },
       ],
       params: ['u32:rows', 'u32:T', 'u32:Hq', 'u32:D', 'u32:row'],
-    });
+    }));
     ctx.dispatch(pre, [dOut.buffer, out.buffer, delta.buffer], g.wg, [rows, T, Hq, D, g.row]);
   }
 
@@ -348,6 +346,7 @@ export function flashAttentionBackward(
     { name: 'mask', access: 'read', dtype: maskDt },
   ] as const;
   const inBufs = [q.buffer, k.buffer, v.buffer, dOut.buffer, lse.buffer, delta.buffer, maskBuf];
+  const inKey = `${q.dtype}:${k.dtype}:${v.dtype}:${dOut.dtype}:${maskDt}`;
   const tcDkdv = (): boolean => {
     if (!tc) return false;
     if (encodeTcAttn(ctx, 'dkdv', tc, r.dims, maskDt, dOut.dtype, [...inBufs, dk.buffer, dv.buffer], params)) return true;
@@ -358,23 +357,23 @@ export function flashAttentionBackward(
   if (B * S * Hkv > 0 && !tcDkdv()) {
     const tk = r.tiles.dkdv;
     const bc = tk[0];
-    const kdkdv = ctx.kernel({
+    const kdkdv = cachedKernel(ctx, `attn:dkdv:${D}:${tileName(tk)}:${inKey}`, () => ({
       name: `attention_bwd_dkdv_d${D}_${tileName(tk)}`,
-      code: code(`dkdv${D}_${tileName(tk)}`, dkdvWgsl, dkdvConsts(D, tk)),
+      code: code(dkdvWgsl, dkdvConsts(D, tk)),
       bindings: [...inputs, { name: 'dk_out', access: 'rw', dtype: 'f32' }, { name: 'dv_out', access: 'rw', dtype: 'f32' }],
       params: BWD_PARAMS,
-    });
+    }));
     ctx.dispatch(kdkdv, [...inBufs, dk.buffer, dv.buffer], [Math.ceil(S / bc), Hkv, B], params);
   }
   if (rows > 0 && !dqDone) {
     const tq = r.tiles.dq;
     const br = tq[0];
-    const kdq = ctx.kernel({
+    const kdq = cachedKernel(ctx, `attn:dq:${D}:${tileName(tq)}:${inKey}`, () => ({
       name: `attention_bwd_dq_d${D}_${tileName(tq)}`,
-      code: code(`dq${D}_${tileName(tq)}`, dqWgsl, dqConsts(D, tq)),
+      code: code(dqWgsl, dqConsts(D, tq)),
       bindings: [...inputs, { name: 'dq_out', access: 'rw', dtype: 'f32' }],
       params: BWD_PARAMS,
-    });
+    }));
     ctx.dispatch(kdq, [...inBufs, dq.buffer], [Math.ceil(T / br), Hq, B], params);
   }
   ctx.release(delta.buffer);
