@@ -10,9 +10,10 @@
 //                         [--heads 32] [--kv 4] [--vocab 32000] [--batch 4] [--seq 512] [--r 16] [--steps 10]
 //                         [--warmup 3] [--checkpointing] [--profile] [--quick] [--tc-min-big N]
 // --tc-min-big: tuning, the tile count from which the tensor-core matmul takes its big tile (tcTuning.minBigTiles).
-import { createContext, kernelsReady, tcTuning, type DType } from '@rusty/backend';
+import { createContext, tcTuning, type DType } from '@rusty/backend';
 import { AdamW, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import { applyLora, CausalLM, loraTargets, parseModelConfig } from '../index';
+import { timeSteps } from './time-steps';
 
 const args = process.argv.slice(2);
 const flag = (n: string) => args.includes(n);
@@ -85,27 +86,9 @@ function step(): Tensor {
   return loss;
 }
 
-for (let i = 0; i < warmup; i++) step().dispose();
-// tensor-core pipelines are built after an asynchronous WGSL check (portable kernels run meanwhile): time only
-// steps that run the final kernels
-await kernelsReady(ctx);
-step().dispose();
-await ctx.sync();
-if (flag('--profile')) ctx.profiler.reset();
-ctx.resetPeak();
-const d0 = ctx.stats.dispatches;
-const s0 = performance.now();
-let cpu = 0;
-let last: Tensor | null = null;
-for (let i = 0; i < steps; i++) {
-  const c0 = performance.now();
-  last?.dispose();
-  last = step();
-  cpu += performance.now() - c0;
-}
-const lossValue = await last!.item();
-const ms = (performance.now() - s0) / steps;
-const profile = flag('--profile') ? await ctx.profiler.summary() : undefined;
+const timing = await timeSteps(ctx, step, { warmup, steps, profile: flag('--profile') });
+const ms = timing.stepMs;
+const profile = timing.profile;
 console.log(
   JSON.stringify({
     bench: 'lora-step-1b',
@@ -115,11 +98,11 @@ console.log(
     buildMs: Math.round(buildMs),
     stepMs: +ms.toFixed(2),
     tokensPerSecond: Math.round(n / (ms / 1000)),
-    encodeCpuMsPerStep: +(cpu / steps).toFixed(2),
-    dispatchesPerStep: (ctx.stats.dispatches - d0) / steps,
+    encodeCpuMsPerStep: +timing.encodeCpuMsPerStep.toFixed(2),
+    dispatchesPerStep: timing.dispatchesPerStep,
     peakGiB: +(ctx.memory.peak / 2 ** 30).toFixed(3),
     peakReservedGiB: +(ctx.memory.peakReserved / 2 ** 30).toFixed(3),
-    loss: lossValue,
+    loss: timing.loss,
     profileGpuMsPerStep: profile ? +(profile.reduce((a, e) => a + e.totalMs, 0) / steps).toFixed(2) : undefined,
     profile: profile?.slice(0, 25).map((e) => ({ ...e, msPerStep: +(e.totalMs / steps).toFixed(3) })),
   }),

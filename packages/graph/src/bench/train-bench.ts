@@ -6,9 +6,10 @@
 // --warmup N (default 3), --checkpointing, --profile, --mp f16 (mixed precision as PyTorch autocast: the
 // projections, LM head and attention on f16 inputs with f32 accumulation, tensor cores where the adapter has
 // them; f32 master weights and AdamW; no loss scaling in this loop). PyTorch side: train_torch.py [--mp].
-import { createContext, kernelsReady } from '@rusty/backend';
+import { createContext } from '@rusty/backend';
 import { AdamW, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import { CausalLM, parseModelConfig } from '../index';
+import { timeSteps } from './time-steps';
 
 const args = process.argv.slice(2);
 const flag = (n: string) => args.includes(n);
@@ -68,27 +69,8 @@ function step(): Tensor {
   return loss;
 }
 
-for (let i = 0; i < warmup; i++) step().dispose();
-// tensor-core pipelines are built after an asynchronous check (portable kernels run meanwhile): time only steps
-// that run them, after one more warm-up step on them
-await kernelsReady(ctx);
-step().dispose();
-await ctx.sync();
-if (flag('--profile')) ctx.profiler.reset();
-ctx.resetPeak();
-const d0 = ctx.stats.dispatches;
-const t0 = performance.now();
-let cpu = 0;
-let last: Tensor | null = null;
-for (let i = 0; i < steps; i++) {
-  const c0 = performance.now();
-  last?.dispose();
-  last = step();
-  cpu += performance.now() - c0;
-}
-const lossValue = await last!.item();
-const profile = flag('--profile') ? (await ctx.profiler.summary()).slice(0, 15) : undefined;
-const ms = (performance.now() - t0) / steps;
+const timing = await timeSteps(ctx, step, { warmup, steps, profile: flag('--profile') });
+const ms = timing.stepMs;
 const out = {
   bench: 'train-step',
   arch,
@@ -97,11 +79,11 @@ const out = {
   parameters: params.reduce((a, p) => a + p.size, 0),
   stepMs: ms,
   tokensPerSecond: n / (ms / 1000),
-  encodeCpuMsPerStep: cpu / steps,
-  dispatchesPerStep: (ctx.stats.dispatches - d0) / steps,
+  encodeCpuMsPerStep: timing.encodeCpuMsPerStep,
+  dispatchesPerStep: timing.dispatchesPerStep,
   peakBytes: ctx.memory.peak,
-  loss: lossValue,
-  profile,
+  loss: timing.loss,
+  profile: timing.profile?.slice(0, 15),
 };
 console.log(JSON.stringify(out));
 ctx.destroy();
