@@ -206,7 +206,9 @@ export class Tensor {
     this._gradStale = false;
   }
 
-  /** Replace the storage with another of the same shape (optimizers, loading weights). Keeps `grad`. */
+  /** Replace the storage with another of the same shape (optimizers, loading weights). Keeps `grad`. The tensor
+   *  takes over one reference of `data`'s buffer: pass a new buffer, or `retain` one that another tensor still
+   *  owns (`x.assign(other.data)` alone lets `other`'s dispose or collection free this tensor's storage). */
   assign(data: DeviceTensor): void {
     if (data.shape.length !== this.shape.length || data.shape.some((d, i) => d !== this.shape[i]))
       throw new ShapeError(`assign: shape [${data.shape.join(', ')}] does not match [${this.shape.join(', ')}]`);

@@ -1,5 +1,5 @@
 import { ShapeError, type Context } from '@rusty/backend';
-import type { Tensor } from '@rusty/autograd';
+import { retain, type Tensor } from '@rusty/autograd';
 
 /** Report of `loadStateDict`: names the model has that the dict lacks, and the reverse. */
 export interface LoadReport {
@@ -102,7 +102,10 @@ export class Module {
     }
     for (const [k, t] of entries) {
       const p = own.get(k);
-      if (p) p.assign(t.detach().keep().data);
+      if (!p) continue;
+      // the parameter takes a reference of its own (a temporary detached tensor would drop it when collected)
+      retain(t.data.buffer);
+      p.assign(t.data);
     }
     return { missing, unexpected };
   }

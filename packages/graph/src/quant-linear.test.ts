@@ -1,7 +1,7 @@
 // QuantLinear against a dense Linear holding the same (dequantized) weight: forward, input gradient, no weight
 // gradient; LoRA on a quantized base trains the same adapter gradients as on the dequantized dense base; merging
 // goes through dequantizeLinears.
-import { cast, createContext, download, quantSpec, testing, type Context } from '@rusty/backend';
+import { cast, createContext, download, quantSpec, testing, upload, type Context } from '@rusty/backend';
 import { linear, noGrad, randn, sum, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Linear } from './layers';
@@ -38,7 +38,7 @@ describe('QuantLinear', () => {
   for (const spec of [quantSpec('int8', 0), quantSpec('int4', 32), quantSpec('nf4', 64, true)])
     it(`${spec.format}: forward and input gradient equal a dense Linear of the dequantized weight; W gets no gradient`, async () => {
       const dense = new Linear(ctx, 40, 72, { seed: 4, std: 0.1, bias: true });
-      dense.bias!.assign(Tensor.fromArray(ctx, randn(72, 5), [72]).keep().data);
+      dense.bias!.assign(upload(ctx, randn(72, 5), [72]));
       const q = QuantLinear.fromLinear(dense, spec);
       const ref = q.toLinear('f32');
       for (const rows of [3, 33]) {
@@ -103,8 +103,8 @@ describe('QuantLinear', () => {
     const lq = applyLora(qm, cfg);
     const ld = applyLora(dm, cfg);
     for (const [n, l] of lq) {
-      l.loraB.assign(Tensor.fromArray(ctx, randn(l.loraB.size, 3, 0.1), l.loraB.shape).keep().data);
-      ld.get(n)!.loraB.assign(Tensor.fromArray(ctx, randn(l.loraB.size, 3, 0.1), l.loraB.shape).keep().data);
+      l.loraB.assign(upload(ctx, randn(l.loraB.size, 3, 0.1), l.loraB.shape));
+      ld.get(n)!.loraB.assign(upload(ctx, randn(l.loraB.size, 3, 0.1), l.loraB.shape));
     }
     expect(qm.trainableParameters().map(([n]) => n).sort()).toEqual(dm.trainableParameters().map(([n]) => n).sort());
     const yq = qm.forward(X(9, 20));
