@@ -2,7 +2,7 @@
 // [S, Q, R]), stored [Q, R] (ct == 0: dB, x A^T, dY B) or transposed
 // [R, Q] (ct == 1: dA from dA^T). One thread per output element, the chunks summed in order (deterministic).
 // Bindings: part (read f32, [S, Q, R] from lowrank-outer), c (rw f32). Params: Q, S, ct, acc, row (threads per
-// grid row), alpha. Constant R (prepended: `const R`). Workgroup 256.
+// grid row), alpha. Constant R (`consts`). Workgroup 256.
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) g: vec3u) {
   let i = g.x + g.y * p.row;

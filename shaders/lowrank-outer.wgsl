@@ -4,7 +4,7 @@
 // Bindings: y (read, [T, Q], any float dtype via read_y), z (read, [T, R], any float dtype), part (rw f32,
 // [S, Q, R]: chunk s's sums).
 // Params: T, Q, chunk (rows of t per chunk), nq (workgroups along q), row (workgroups per grid row).
-// Constant R (prepended: `const R`); the //@ lines are straight-line code the wrapper writes for R (//@decl the R
+// Constants R and QUAD (`consts`); the //@ lines are straight-line code the wrapper writes for R (//@decl the R
 // accumulators a_j, //@fma4 / //@fma their updates from four rows / one row of Y, //@store their writes). Workgroup 256: thread i owns column q = qblock * 256 + i and R sums over the
 // chunk's rows; the chunk's Z rows are staged in workgroup memory 64 at a time. Deterministic, no atomics.
 const TQ: u32 = 256u;
@@ -31,7 +31,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     workgroupBarrier();
     if (q < p.Q) {
       // four rows per iteration: their loads are in flight together (one at a time, the loop waited on each);
-      // QUAD (prepended) is false for ranks over 16, whose unrolled code would compile slowly
+      // QUAD is false for ranks over 16, whose unrolled code would compile slowly
       var i = 0u;
       for (; QUAD && i + 4u <= n; i += 4u) {
         let y0 = read_y((tb + i) * p.Q + q);

@@ -4,7 +4,7 @@
 // Bindings: x (read, [T, K], any float dtype via read_x), w (read, any float dtype: wt == 0 stores W as [R, K]
 // (element j * K + k, LoRA's A), wt == 1 as [K, R] (element k * R + j, LoRA's B)), part (rw f32, [S, T, R]).
 // Params: T, K, wt, kchunk (K per chunk, a multiple of 32), nt (64-row blocks), row (workgroups per grid row).
-// Constant R (prepended by the wrapper: `const R`). The //@ lines are straight-line code the wrapper writes for R:
+// Constant R (`consts`). The //@ lines are straight-line code the wrapper writes for R:
 // //@decl the RG = ceil(R / 4) accumulators a_i of a thread (columns cg + 4 i), //@fma their updates from one X
 // value, //@store their writes (unrolled: an indexed private array measured several times slower on an H200).
 // Workgroup 256 = 64 rows x 4 column groups; per 32-wide K step the X tile [64 x 32] and the W tile [32 x R] are

@@ -15,7 +15,8 @@ export const LOWRANK_MAX_R = 32;
 const rowsOf = (t: DeviceTensor) => t.shape.slice(0, -1).reduce((a, d) => a * d, 1);
 const last = (t: DeviceTensor) => t.shape[t.shape.length - 1]!;
 
-/** Fill the //@decl, //@fma and //@store lines of a low-rank shader (straight-line accumulators for rank R). */
+/** Fill the //@ lines of a low-rank shader (straight-line accumulators for rank R; R itself, and QUAD, come in as
+ *  `consts`). */
 function unrolled(src: string, R: number, hooks: Record<string, (i: number) => string>, n: number, guard?: (i: number) => string | null): string {
   const body = src.replace(/^(\s*)\/\/@(\w+)$/gm, (_, ind: string, k: string) => {
     const make = hooks[k as keyof typeof hooks];
@@ -26,7 +27,7 @@ function unrolled(src: string, R: number, hooks: Record<string, (i: number) => s
       return ind + (g ? `if (${g}) { ${line} }` : line);
     }).join('\n');
   });
-  return `const R: u32 = ${R}u;\n${body}`;
+  return body;
 }
 
 /** lowrank-rows for rank R: thread column group cg owns columns cg + 4 i. */
@@ -42,7 +43,7 @@ function rowsCode(R: number): string {
 /** lowrank-outer for rank R: R accumulators per thread; four rows per step up to rank 16. */
 function outerCode(R: number): string {
   const quad = R <= 16;
-  return `const QUAD: bool = ${quad};\n` + unrolled(outerWgsl, R, {
+  return unrolled(outerWgsl, R, {
     decl: (j) => `var a_${j} = 0.0;`,
     fma: (j) => `a_${j} += y0 * zs[zo + ${j}u];`,
     fma4: (j) => (!quad ? '' : `a_${j} += y0 * zs[zo + ${j}u]; a_${j} += y1 * zs[zo + ${R + j}u]; a_${j} += y2 * zs[zo + ${2 * R + j}u]; a_${j} += y3 * zs[zo + ${3 * R + j}u];`),
@@ -95,6 +96,7 @@ export function lowRankProject(ctx: Context, x: DeviceTensor, w: DeviceTensor, o
   const k = cachedKernel(ctx, `core:lowrank-rows:${R}:${x.dtype}:${w.dtype}`, () => ({
     name: 'lowrank-rows',
     code: rowsCode(R),
+    consts: { R },
     bindings: [
       { name: 'x', access: 'read', dtype: x.dtype },
       { name: 'w', access: 'read', dtype: w.dtype },
@@ -113,7 +115,8 @@ export function lowRankProject(ctx: Context, x: DeviceTensor, w: DeviceTensor, o
 function finish(ctx: Context, part: DeviceTensor, out: DeviceTensor, Q: number, R: number, parts: number, transposed: boolean, opts: { alpha?: number; accumulate?: boolean }): void {
   const k = cachedKernel(ctx, `core:lowrank-outer-finish:${R}`, () => ({
     name: 'lowrank-finish',
-    code: `const R: u32 = ${R}u;\n${finishWgsl}`,
+    code: finishWgsl,
+    consts: { R },
     bindings: [
       { name: 'part', access: 'read', dtype: 'f32' },
       { name: 'c', access: 'rw', dtype: 'f32' },
@@ -165,6 +168,7 @@ export function lowRankOuter(ctx: Context, y: DeviceTensor, z: DeviceTensor, opt
   const kOuter = cachedKernel(ctx, `core:lowrank-outer:${R}:${y.dtype}:${z.dtype}`, () => ({
     name: 'lowrank-outer',
     code: outerCode(R),
+    consts: { R, QUAD: R <= 16 },
     bindings: [
       { name: 'y', access: 'read', dtype: y.dtype },
       { name: 'z', access: 'read', dtype: z.dtype },
