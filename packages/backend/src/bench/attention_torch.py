@@ -12,6 +12,7 @@ import json
 import math
 
 import torch
+from torch_timing import timed  # beside this script
 
 p = argparse.ArgumentParser()
 p.add_argument("--B", type=int, default=8)
@@ -48,22 +49,6 @@ def sdpa(q, k, v):
     return o.transpose(1, 2)
 
 
-def timed(fn, reps=a.reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) / reps)
-    return best
-
-
 for run in a.runs.split(","):
     impl, dt = run.split(":")
     attention = {"eager": eager, "sdpa": sdpa}[impl]
@@ -88,7 +73,7 @@ for run in a.runs.split(","):
         out = attention(q, k, v)
         torch.autograd.grad(out, (q, k, v), dout)
 
-    fwd_ms, bwd_ms, both_ms = timed(fwd), timed(bwd), timed(fwd_bwd)
+    fwd_ms, bwd_ms, both_ms = (timed(f, a.reps) * 1e3 for f in (fwd, bwd, fwd_bwd))
     # Same useful-work convention as attention-bench.ts (FlashAttention's): fwd 4*B*H*T*S*D, halved when causal.
     fwd_flop = 4 * B * H * T * T * D / (2 if causal else 1)
     bwd_flop = 2.5 * fwd_flop

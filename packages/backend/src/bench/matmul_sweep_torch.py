@@ -10,6 +10,7 @@ import argparse
 import json
 
 import torch
+from torch_timing import timed  # beside this script
 
 p = argparse.ArgumentParser()
 p.add_argument("--reps", type=int, default=20)
@@ -27,22 +28,6 @@ PRODUCTS = [
     ("fwd-lmhead", 4096, 8192, 512, "NT", 1), ("dx-lmhead", 4096, 512, 8192, "NN", 1),
     ("dw-lmhead", 8192, 512, 4096, "TN", 1),
 ]
-
-
-def timed(fn, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(3):
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record()
-        torch.cuda.synchronize()
-        best = min(best, s.elapsed_time(e) / reps / 1e3)
-    return best
 
 
 def run(M, N, K, layout):

@@ -9,6 +9,7 @@ import argparse
 import json
 
 import torch
+from torch_timing import timed  # beside this script
 
 p = argparse.ArgumentParser()
 p.add_argument("--reps", type=int, default=20)
@@ -16,22 +17,6 @@ a = p.parse_args()
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.set_float32_matmul_precision("highest")
 dev = "cuda"
-
-
-def timed(fn, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(3):
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record()
-        torch.cuda.synchronize()
-        best = min(best, s.elapsed_time(e) / reps / 1e3)
-    return best
 
 
 def run(label, M, N, K, layout, dtype):

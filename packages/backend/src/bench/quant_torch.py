@@ -10,6 +10,7 @@ import json
 import math
 
 import torch
+from torch_timing import timed  # beside this script
 
 p = argparse.ArgumentParser()
 p.add_argument("--reps", type=int, default=20)
@@ -17,22 +18,6 @@ p.add_argument("--quick", action="store_true")
 a = p.parse_args()
 dev = "cuda"
 ROTATE = 400e6
-
-
-def timed(fn, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(3):
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record()
-        torch.cuda.synchronize()
-        best = min(best, s.elapsed_time(e) / reps / 1e3)
-    return best
 
 
 out = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0)}
