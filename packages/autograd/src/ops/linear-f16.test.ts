@@ -1,4 +1,4 @@
-import { createContext, f16BitsToF32, f32ToF16Bits, type Context } from '@rusty/backend';
+import { createContext, f16BitsToF32, f32ToF16Bits, testing, type Context } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { autocast, checkpoint, computeDtype, linear, mul, sum, Tensor, toCompute } from '../index';
 import { randn } from '../random';
@@ -10,15 +10,7 @@ beforeAll(async () => {
 afterAll(() => ctx.destroy());
 
 const h = (x: number) => f16BitsToF32(f32ToF16Bits(x));
-function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < b.length; i++) {
-    num = Math.max(num, Math.abs(a[i]! - b[i]!));
-    den = Math.max(den, Math.abs(b[i]!));
-  }
-  return Number.isNaN(num) ? Infinity : num / (den || 1);
-}
+const relErr = testing.relErr;
 
 describe("linear with compute: 'f16' (mixed precision)", () => {
   // y = h(x) h(W)^T + b; with loss = sum(y * c): dY = c, dx = h(c) h(W), dW = h(c)^T h(x), db = sum_rows c

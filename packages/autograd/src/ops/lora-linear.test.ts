@@ -65,6 +65,29 @@ function reference(xv: Float32Array, wv: Float32Array, av: Float32Array, bv: Flo
   return { y, dx, dw, da, db, dbias };
 }
 
+/** loraLinear against the composition add(linear(x, W), scale(linear(linear(x, A), B), s)) in f32: the output
+ *  and the gradients of x, A and B for loss = sum(y * c), with x, A, B, c drawn from seeds `seed`.. */
+async function expectComposition(w: Tensor, r: number, s: number, seed: number): Promise<void> {
+  const x = Tensor.fromArray(ctx, randn(ROWS * IN, seed), [ROWS, IN], { requiresGrad: true });
+  const a = Tensor.fromArray(ctx, randn(r * IN, seed + 1), [r, IN], { requiresGrad: true });
+  const b = Tensor.fromArray(ctx, randn(OUT * r, seed + 2), [OUT, r], { requiresGrad: true });
+  const c = Tensor.fromArray(ctx, randn(ROWS * OUT, seed + 3), [ROWS, OUT]);
+  const run = async (fused: boolean) => {
+    const y = fused ? loraLinear(x, w, null, a, b, s) : add(linear(x, w), scale(linear(linear(x, a), b), s));
+    const loss = sum(mul(y, c));
+    loss.backward();
+    const out = [await y.toArray(), await x.grad!.toArray(), await a.grad!.toArray(), await b.grad!.toArray()];
+    for (const t of [x, a, b]) t.grad = null;
+    y.dispose();
+    loss.dispose();
+    return out;
+  };
+  const fused = await run(true);
+  const comp = await run(false);
+  for (let i = 0; i < fused.length; i++) expect(testing.relErr(fused[i]!, comp[i]!)).toBeLessThan(1e-5);
+  for (const t of [x, a, b, c]) t.dispose();
+}
+
 describe('loraLinear (the fused LoRA projection)', () => {
   it.each([
     ['f32', (x: number) => x, 1e-5],
@@ -102,50 +125,16 @@ describe('loraLinear (the fused LoRA projection)', () => {
   });
 
   it('equals the composition add(linear(x, W), scale(linear(linear(x, A), B), s)) in f32, frozen f16 W, no bias', async () => {
-    const s2 = S;
-    const x = Tensor.fromArray(ctx, randn(ROWS * IN, 7), [ROWS, IN], { requiresGrad: true });
     const w = Tensor.fromArray(ctx, randn(OUT * IN, 8), [OUT, IN], { dtype: 'f16' });
-    const a = Tensor.fromArray(ctx, randn(R * IN, 9), [R, IN], { requiresGrad: true });
-    const b = Tensor.fromArray(ctx, randn(OUT * R, 10), [OUT, R], { requiresGrad: true });
-    const c = Tensor.fromArray(ctx, randn(ROWS * OUT, 11), [ROWS, OUT]);
-    const run = async (fused: boolean) => {
-      const y = fused ? loraLinear(x, w, null, a, b, s2) : add(linear(x, w), scale(linear(linear(x, a), b), s2));
-      const loss = sum(mul(y, c));
-      loss.backward();
-      const out = [await y.toArray(), await x.grad!.toArray(), await a.grad!.toArray(), await b.grad!.toArray()];
-      for (const t of [x, a, b]) t.grad = null;
-      y.dispose();
-      loss.dispose();
-      return out;
-    };
-    const fused = await run(true);
-    const comp = await run(false);
-    for (let i = 0; i < fused.length; i++) expect(testing.relErr(fused[i]!, comp[i]!)).toBeLessThan(1e-5);
+    await expectComposition(w, R, S, 7);
     expect(w.grad).toBeNull();
-    for (const t of [x, w, a, b, c]) t.dispose();
+    w.dispose();
   });
 
   it('ranks over the low-rank kernels (r = 70) run on matmul and equal the composition', async () => {
-    const r = 70;
-    const x = Tensor.fromArray(ctx, randn(ROWS * IN, 16), [ROWS, IN], { requiresGrad: true });
     const w = Tensor.fromArray(ctx, randn(OUT * IN, 17), [OUT, IN]);
-    const a = Tensor.fromArray(ctx, randn(r * IN, 18), [r, IN], { requiresGrad: true });
-    const b = Tensor.fromArray(ctx, randn(OUT * r, 19), [OUT, r], { requiresGrad: true });
-    const c = Tensor.fromArray(ctx, randn(ROWS * OUT, 20), [ROWS, OUT]);
-    const run = async (fused: boolean) => {
-      const y = fused ? loraLinear(x, w, null, a, b, 0.5) : add(linear(x, w), scale(linear(linear(x, a), b), 0.5));
-      const loss = sum(mul(y, c));
-      loss.backward();
-      const out = [await y.toArray(), await x.grad!.toArray(), await a.grad!.toArray(), await b.grad!.toArray()];
-      for (const t of [x, a, b]) t.grad = null;
-      y.dispose();
-      loss.dispose();
-      return out;
-    };
-    const fused = await run(true);
-    const comp = await run(false);
-    for (let i = 0; i < fused.length; i++) expect(testing.relErr(fused[i]!, comp[i]!)).toBeLessThan(1e-5);
-    for (const t of [x, w, a, b, c]) t.dispose();
+    await expectComposition(w, 70, 0.5, 16);
+    w.dispose();
   });
 
   it("follows the autocast scope when no compute is given", async () => {

@@ -2,7 +2,7 @@
 // fused kernel on many rows and the decode GEMV on few; the quantized weight gets no gradient. With
 // `compute: 'f16'` (QLoRA's mixed precision): forward and input gradient against float64 of the f16-rounded
 // operands, and the transient f16 weight neither outlives the forward nor is saved for backward.
-import { createContext, dequantize, download, f16BitsToF32, f32ToF16Bits, quantize, quantSpec, releaseQuant, upload, type Context, type QuantTensor } from '@rusty/backend';
+import { createContext, dequantize, download, f16BitsToF32, f32ToF16Bits, quantize, quantSpec, releaseQuant, testing, upload, type Context, type QuantTensor } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { autocast, cast, gradcheck, mul, quantLinear, sum, Tensor } from '../index';
 import { randn } from '../random';
@@ -21,16 +21,7 @@ afterAll(() => {
 
 const h = (x: number) => f16BitsToF32(f32ToF16Bits(x));
 
-/** Max-abs error over max-abs value. */
-function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < b.length; i++) {
-    num = Math.max(num, Math.abs(a[i]! - b[i]!));
-    den = Math.max(den, Math.abs(b[i]!));
-  }
-  return Number.isNaN(num) ? Infinity : num / (den || 1);
-}
+const relErr = testing.relErr;
 
 describe('quantLinear', () => {
   for (const rows of [3, 20])
