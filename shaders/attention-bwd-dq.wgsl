@@ -119,9 +119,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
 
   let am = attn_mask(p.causal, p.window);
   let qa = p.qOffset + i32(t0);
-  let kr = attn_key_range(am, qa, p.qOffset + i32(min(t0 + BR, p.T)) - 1, p.S);
-  let kb0 = kr.x / BC;
-  let nkb = select(kb0, (kr.y + BC - 1u) / BC, kr.y > kr.x);
+  let kt = attn_key_tiles(am, p.qOffset, t0, BR, p.T, p.S, BC);
+  let kb0 = kt.x;
+  let nkb = kt.y;
 
   var dq: array<array<vec4<f32>, DC>, 4>;  // zero-initialised
 

@@ -108,10 +108,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid:
   // Key tiles this workgroup needs: those holding a key that one of its rows sees (attention-mask.wgsl).
   let am = attn_mask(p.causal, p.window);
   let qa = p.qOffset + i32(t0);
-  let qb = p.qOffset + i32(min(t0 + BR, p.T)) - 1;
-  let kr = attn_key_range(am, qa, qb, p.S);
-  let kt0 = kr.x / BC;
-  let nTiles = select(kt0, (kr.y + BC - 1u) / BC, kr.y > kr.x);
+  let kt = attn_key_tiles(am, p.qOffset, t0, BR, p.T, p.S, BC);
+  let kt0 = kt.x;
+  let nTiles = kt.y;
 
   var m = vec4<f32>(NEG);
   var lsum = vec4<f32>(0.0);

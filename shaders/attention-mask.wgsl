@@ -32,6 +32,14 @@ fn attn_key_range(m: AttnMask, qa: i32, qb: i32, S: u32) -> vec2<u32> {
   return vec2<u32>(u32(lo), u32(hi));
 }
 
+// The tiles of bc keys that query rows [t0, t0 + br) (clamped to T; position qOffset + t) need: tiles [x, y) of
+// attn_key_range (y <= x: none).
+fn attn_key_tiles(m: AttnMask, qOffset: i32, t0: u32, br: u32, T: u32, S: u32, bc: u32) -> vec2<u32> {
+  let kr = attn_key_range(m, qOffset + i32(t0), qOffset + i32(min(t0 + br, T)) - 1, S);
+  let first = kr.x / bc;
+  return vec2<u32>(first, select(first, (kr.y + bc - 1u) / bc, kr.y > kr.x));
+}
+
 // Query rows t in [x, y) (position qOffset + t) that see at least one key in [sa, sb], clamped to [0, T).
 fn attn_query_range(m: AttnMask, qOffset: i32, sa: i32, sb: i32, T: u32) -> vec2<u32> {
   var lo = 0;
