@@ -1,7 +1,5 @@
 // Mixed precision: the GPU-side GradScaler (unscale, skip, scale update) and the Trainer's f16/bf16 frozen weights
 // and dynamic loss scaling. (Moved out of trainer.test.ts, unchanged.)
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, createContext, upload, type Context } from '@rusty/backend';
 import { AdamW, scale, sum, Tensor } from '@rusty/autograd';
@@ -11,6 +9,7 @@ import { GradScaler } from './grad-scaler';
 import { castFrozenParameters, checkF16Range } from './mixed-precision';
 import { Trainer, type StepMetrics } from './trainer';
 import { setup, snapshot, trainables } from './test/helpers';
+import { tempDirs } from './test/temp-dirs';
 
 let ctx: Context;
 beforeAll(async () => {
@@ -18,15 +17,7 @@ beforeAll(async () => {
 });
 afterAll(() => ctx?.destroy());
 
-const dirs: string[] = [];
-const tmp = (p: string) => {
-  const d = mkdtempSync(join(tmpdir(), `rusty-trainer-${p}-`));
-  dirs.push(d);
-  return d;
-};
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tmp = tempDirs();
 
 describe('GradScaler', () => {
   it('starts at 2^16, seeds backward with the scale, unscales exactly and grows after growthInterval clean steps', async () => {

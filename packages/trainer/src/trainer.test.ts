@@ -1,5 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createContext, type Context } from '@rusty/backend';
 import { AdamW, scale, Tensor } from '@rusty/autograd';
@@ -10,6 +9,7 @@ import { readMetrics } from './metrics';
 import { ManualSignals } from './signals';
 import { Trainer, type StepMetrics } from './trainer';
 import { FIXTURE, loadFixtureModel, setup, snapshot, syntheticDataset, tinyModel, trainables } from './test/helpers';
+import { tempDirs } from './test/temp-dirs';
 import { DataLoader } from './data/dataloader';
 import type { Dataset } from './data/dataset';
 import { readSafetensors } from '@rusty/loader';
@@ -21,15 +21,7 @@ beforeAll(async () => {
 });
 afterAll(() => ctx?.destroy());
 
-const dirs: string[] = [];
-const tmp = (p: string) => {
-  const d = mkdtempSync(join(tmpdir(), `rusty-trainer-${p}-`));
-  dirs.push(d);
-  return d;
-};
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tmp = tempDirs();
 
 describe('Trainer on a tiny random Llama', () => {
   it('trains with accumulation, clipping and a schedule; evaluates; logs one JSONL object per step', async () => {
