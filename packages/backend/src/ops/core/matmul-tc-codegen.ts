@@ -1,0 +1,282 @@
+/**
+ * The WGSL of the tensor-core matmul (see matmul-tc.ts): the prelude of consts and operand loaders for a fragment,
+ * tile, layout and flags, and the straight-line code written at the //@ lines of `shaders/matmul-tc.wgsl`
+ * (staging, fragment loads, multiply-accumulates, stores). Also the tile's workgroup-memory layout, which
+ * `tcTileProblem` checks against the device.
+ */
+import tcWgsl from '../../../../../shaders/matmul-tc.wgsl';
+import type { TcTile, TensorCorePlan } from './matmul-tc';
+import { operandReader } from './matmul';
+
+/** Workgroup memory of a tile: its staged slices of A and B (rows padded by 8 halves, `nbuf` of each) and the
+ *  f32 scratch. */
+export function tcSharedBytes(t: TcTile, plan: TensorCorePlan, transA: boolean, transB: boolean): number {
+  const a = tcSlice(t, 'a', transA);
+  const b = tcSlice(t, 'b', transB);
+  return (t.nbuf ?? 2) * 2 * (a.size + b.size) + 4 * t.sgm * t.sgn * plan.frag.M * plan.frag.N;
+}
+
+/** A staged operand slice of a tile: [rows, cols] in halves, its padded row stride and size. */
+export function tcSlice(t: TcTile, x: 'a' | 'b', trans: boolean): { stride: number; size: number; dims: [number, number] } {
+  // A is staged [BM, BK] (or [BK, BM] when transposed), B [BK, BN] (or [BN, BK])
+  const [rows, cols] = x === 'a' ? (trans ? [t.bk, t.bm] : [t.bm, t.bk]) : trans ? [t.bn, t.bk] : [t.bk, t.bn];
+  return { stride: cols + 8, size: rows * (cols + 8), dims: [rows, cols] };
+}
+
+/** The kernel's flags (WGSL consts in the prelude). */
+export interface TcFlags {
+  VEC_A: boolean;
+  VEC_B: boolean;
+  HAS_BIAS: boolean;
+  ACCUM: boolean;
+  DIRECT: boolean;
+}
+
+const NO_FLAGS: TcFlags = { VEC_A: false, VEC_B: false, HAS_BIAS: false, ACCUM: false, DIRECT: false };
+
+/** The WGSL prepended to `shaders/matmul-tc.wgsl` for a fragment, tile, layout and flags. */
+export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, transB: boolean, flags: TcFlags = NO_FLAGS): string {
+  const { M: SM, N: SN, K: SK } = plan.frag;
+  const a = tcSlice(t, 'a', transA);
+  const b = tcSlice(t, 'b', transB);
+  const fm = t.bm / t.sgm / SM;
+  const fn = t.bn / t.sgn / SN;
+  const vw = t.vw ?? 8;
+  const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
+  return (
+    c('SM', SM) + c('SN', SN) + c('SK', SK) + c('SG', plan.subgroupSize) + c('SGM', t.sgm) + c('SGN', t.sgn) +
+    c('FM', fm) + c('FN', fn) + c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) + c('NBUF', t.nbuf ?? 2) + c('VW', vw) +
+    c('AS_STRIDE', a.stride) + c('AS_SIZE', a.size) + c('BS_STRIDE', b.stride) + c('BS_SIZE', b.size) +
+    `const A_T: bool = ${transA};\nconst B_T: bool = ${transB};\n` +
+    Object.entries(flags).map(([k, v]) => `const ${k}: bool = ${v};\n`).join('') +
+    // subgroup_matrix_left<T, K, M> is M rows x K columns; right<T, N, K> is K x N; result<T, N, M> is M x N
+    `alias Lm = subgroup_matrix_left<f16, ${SK}, ${SM}>;\n` +
+    `alias Rm = subgroup_matrix_right<f16, ${SN}, ${SK}>;\n` +
+    `alias Acc = subgroup_matrix_result<f32, ${SN}, ${SM}>;\n` +
+    `alias CmT = subgroup_matrix_left<f16, ${SK}, ${SM}>;\n` +
+    // a transposed operand is staged as stored, so op(A) = [M, K] reads it column-major (and op(B) likewise)
+    `fn load_l(off: u32) -> Lm { return subgroupMatrixLoad<Lm, ${transA ? 'col_major' : 'row_major'}>(&As, off, AS_STRIDE); }\n` +
+    `fn load_r(off: u32) -> Rm { return subgroupMatrixLoad<Rm, ${transB ? 'col_major' : 'row_major'}>(&Bs, off, BS_STRIDE); }\n` +
+    operandCode('a', vw, !!t.cm) +
+    operandCode('b', vw, !!t.cm)
+  );
+}
+
+/**
+ * The global-memory side of operand x: its storage view (`x4`: array<vec4u>, or `xh`: array<f16> for CM
+ * variants, the only view of the binding the entry point uses), `at_x(e)` (one element as f32, from the format
+ * table where the view is the vec4u one), `fetch_x(bo, mn0, k0, u) -> UV` (unit u of a slice, 0 out of range)
+ * and `put_x(buf, u, w)` (a unit into workgroup memory).
+ */
+function operandCode(x: 'a' | 'b', vw: 2 | 8, cm: boolean): string {
+  const bind = x === 'a' ? 1 : 2;
+  const X = x.toUpperCase();
+  const ty = vw === 8 ? 'vec4u' : 'u32';
+  let s = `alias UV_${x} = ${ty};\n`;
+  let vec: string;
+  if (cm) {
+    s += `@group(0) @binding(${bind}) var<storage, read> ${x}h: array<f16>;\n`;
+    s += `fn at_${x}(e: u32) -> f32 { return f32(${x}h[e]); }\n`;
+    const w = (j: number) => `bitcast<u32>(vec2<f16>(${x}h[q.e + ${j}u], ${x}h[q.e + ${j + 1}u]))`;
+    vec = vw === 8 ? `vec4u(${w(0)}, ${w(2)}, ${w(4)}, ${w(6)})` : w(0);
+  } else {
+    s += `@group(0) @binding(${bind}) var<storage, read> ${x}4: array<vec4u>;\n`;
+    s += operandReader(x, 'f16');
+    vec = vw === 8 ? `${x}4[q.e >> 3u]` : `${x}4[q.e >> 3u][(q.e >> 1u) & 3u]`;
+  }
+  const elem = vw === 8 ? `vec4u(pk_${x}(q, 0u), pk_${x}(q, 2u), pk_${x}(q, 4u), pk_${x}(q, 6u))` : `pk_${x}(q, 0u)`;
+  s +=
+    `fn fetch_${x}(bo: u32, mn0: u32, k0: u32, u: u32) -> UV_${x} {\n` +
+    `  let q = unit_${x}(bo, mn0, k0, u);\n` +
+    `  if (q.lim == 0u) { return UV_${x}(); }\n` +
+    `  if (VEC_${X}) { return ${vec}; }\n` +
+    `  return ${elem};\n}\n`;
+  const words = vw === 8 ? ['w.x', 'w.y', 'w.z', 'w.w'] : ['w'];
+  s +=
+    `fn put_${x}(buf: u32, u: u32, w: UV_${x}) { put_${x}_at(s${x}_off(buf, u), w); }\n` +
+    `fn put_${x}_at(o: u32, w: UV_${x}) {\n` +
+    words.map((wd, i) => `  let h${i} = bitcast<vec2<f16>>(${wd});\n  ${X}s[o + ${2 * i}u] = h${i}.x;\n  ${X}s[o + ${2 * i + 1}u] = h${i}.y;\n`).join('') +
+    `}\n`;
+  return s;
+}
+
+/** Names of the //@ lines of `shaders/matmul-tc.wgsl` that `tcMatrixCode` fills. */
+export type TcHook = 'raster' | 'acc' | 'regs' | 'fetch0' | 'stash0' | 'fetch' | 'stash' | 'mma' | 'direct' | 'scratch';
+
+/**
+ * The straight-line code of `shaders/matmul-tc.wgsl` at its //@ lines for a tile on a fragment and layout:
+ * accumulators, staging registers and their fetch / stash code (units per thread, or subgroup-matrix blocks for
+ * CM variants), the fragment loads and multiply-accumulates of every SK step of a slice, and the stores of C.
+ * `unroll` false gives the reference array form of the accumulators (indexed in loops; measured slow).
+ */
+export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, transA = false, transB = false): Record<TcHook, string> {
+  const { M: SM, N: SN, K: SK } = plan.frag;
+  const wg = t.sgm * t.sgn * plan.subgroupSize;
+  const nsg = t.sgm * t.sgn;
+  const vw = t.vw ?? 8;
+  const ks = [...Array(t.bk / SK).keys()];
+  const units = (x: 'a' | 'b', trans: boolean) => {
+    const [rows, cols] = tcSlice(t, x, trans).dims;
+    return (rows * cols) / vw;
+  };
+  const blocks = (x: 'a' | 'b', trans: boolean) => {
+    const [rows, cols] = tcSlice(t, x, trans).dims;
+    return (rows / SM) * (cols / SK);
+  };
+  // staging: per-thread units (guarded where the last round is partial) ...
+  const unitCode = (x: 'a' | 'b', trans: boolean, f: (l: number, u: string) => string) => {
+    const n = units(x, trans);
+    return [...Array(Math.ceil(n / wg)).keys()].map((l) => {
+      const u = `${l * wg}u + lid`;
+      return (l + 1) * wg > n ? `if (${u} < ${n}u) { ${f(l, u)} }` : f(l, u);
+    });
+  };
+  // ... or per-subgroup blocks (CM variants)
+  const blockCode = (x: 'a' | 'b', trans: boolean, f: (i: number, blk: string) => string) => {
+    const n = blocks(x, trans);
+    return [...Array(Math.ceil(n / nsg)).keys()].map((i) => {
+      const blk = `sg + ${i * nsg}u`;
+      return (i + 1) * nsg > n ? `if (${blk} < ${n}u) { ${f(i, blk)} }` : f(i, blk);
+    });
+  };
+  const mn0 = { a: 'm0', b: 'n0' };
+  const bo = { a: 'boa', b: 'bob' };
+  const scalarFetch = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l, u) => `r${x}_${l} = fetch_${x}(${bo[x]}, ${mn0[x]}, kn, ${u});`);
+  const scalarStash = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l, u) => `put_${x}(sb, ${u}, r${x}_${l});`);
+  const regDecl = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l) => `var r${x}_${l}: UV_${x};`).map((s) => s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
+  let regs = [...regDecl('a', transA), ...regDecl('b', transB)];
+  let fetch = [...scalarFetch('a', transA), ...scalarFetch('b', transB)];
+  let stash = [...scalarStash('a', transA), ...scalarStash('b', transB)];
+  if (t.hoist) {
+    // per unit: its global offset at K = 0 in load units (ga_/gb_) and its workgroup offset (oa_/ob_); a K step
+    // adds kn (or kn rows of the operand's stride when K runs along rows) to every global offset
+    const ks = { a: transA ? 'p.lda' : '1u', b: transB ? '1u' : 'p.ldb' };
+    const hoistDecl = (x: 'a' | 'b', trans: boolean) => {
+      const [, cols] = tcSlice(t, x, trans).dims;
+      const upr = cols / vw;
+      const rows = wg / upr; // rows between a thread's consecutive units
+      const X = x.toUpperCase();
+      return unitCode(x, trans, (l, u) =>
+        t.derive && wg % upr === 0 && l > 0
+          ? `let g${x}_${l} = g${x}_0 + ${l * rows}u * ${vw === 8 ? `(p.ld${x} >> 3u)` : `p.ld${x}`}; let o${x}_${l} = o${x}_0 + ${l * rows}u * ${X}S_STRIDE;`
+          : `let q${x}_${l} = unit_${x}(${bo[x]}, ${mn0[x]}, 0u, ${u}); let g${x}_${l} = q${x}_${l}.e >> 3u; let o${x}_${l} = s${x}_off(0u, ${u});`,
+      ).map((s) => s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
+    };
+    const fastFetch = (x: 'a' | 'b', trans: boolean) =>
+      unitCode(x, trans, (l) =>
+        vw === 8
+          ? `r${x}_${l} = ${x}4[g${x}_${l} + dk${x}];`
+          : `r${x}_${l} = ${x}4[(g${x}_${l} + dk${x}) >> 3u][((g${x}_${l} + dk${x}) >> 1u) & 3u];`,
+      );
+    const fastStash = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l) => `put_${x}_at(sb * ${x.toUpperCase()}S_SIZE + o${x}_${l}, r${x}_${l});`);
+    regs = [
+      ...regs,
+      ...hoistDecl('a', transA),
+      ...hoistDecl('b', transB),
+      'var fast = false;',
+    ];
+    // vw 8: offsets in vec4u units (e >> 3); vw 2: element offsets (e), the word picked from the vec4u
+    if (vw === 2) regs = regs.map((r) => r.replace(/(let g[ab]_\d+ = q[ab]_\d+\.e) >> 3u;/, '$1;'));
+    const dk = (x: 'a' | 'b') => (vw === 8 ? `let dk${x} = (kn * ${ks[x]}) >> 3u;` : `let dk${x} = kn * ${ks[x]};`);
+    fetch = [
+      'fast = VEC_A && VEC_B && m0 + BM <= p.M && n0 + BN <= p.N && kn + BK <= p.K;',
+      `if (fast) {\n  ${[dk('a'), dk('b'), ...fastFetch('a', transA), ...fastFetch('b', transB)].join('\n  ')}\n} else {\n  ${fetch.join('\n  ')}\n}`,
+    ];
+    stash = [`if (fast) {\n  ${[...fastStash('a', transA), ...fastStash('b', transB)].join('\n  ')}\n} else {\n  ${stash.join('\n  ')}\n}`];
+  }
+  if (t.cm) {
+    const cmDecl = (x: 'a' | 'b', trans: boolean) => blockCode(x, trans, (i) => `var c${x}_${i}: CmT;`).map((s) => s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
+    const cmFetch = (x: 'a' | 'b', trans: boolean) =>
+      blockCode(x, trans, (i, blk) => `c${x}_${i} = subgroupMatrixLoad<CmT, row_major>(&${x}h, cm_${x}(${bo[x]}, ${mn0[x]}, kn, ${blk}), p.ld${x});`);
+    const cmStash = (x: 'a' | 'b', trans: boolean) =>
+      blockCode(x, trans, (i, blk) => `subgroupMatrixStore<row_major>(&${x.toUpperCase()}s, cms_${x}(sb, ${blk}), c${x}_${i}, ${x.toUpperCase()}S_STRIDE);`);
+    regs = [...regs, ...cmDecl('a', transA), ...cmDecl('b', transB), 'var inb = false;'];
+    fetch = [
+      'inb = m0 + BM <= p.M && n0 + BN <= p.N && kn + BK <= p.K;',
+      `if (inb) {\n  ${[...cmFetch('a', transA), ...cmFetch('b', transB)].join('\n  ')}\n} else {\n  ${fetch.join('\n  ')}\n}`,
+    ];
+    stash = [`if (inb) {\n  ${[...cmStash('a', transA), ...cmStash('b', transB)].join('\n  ')}\n} else {\n  ${stash.join('\n  ')}\n}`];
+  }
+  // the workgroup's tile: row by row, or in groups of gm tile rows
+  const raster = t.gm
+    ? [
+        'let gid = wg.y * nwg.x + wg.x;',
+        `let per = ${t.gm}u * nwg.x;`,
+        `let g0 = (gid / per) * ${t.gm}u;`,
+        `let gs = min(nwg.y - g0, ${t.gm}u);`,
+        'let m0 = (g0 + (gid % per) % gs) * BM;',
+        'let n0 = ((gid % per) / gs) * BN;',
+      ].join('\n')
+    : 'let m0 = wg.y * BM;\nlet n0 = wg.x * BN;';
+  const staging = { raster, regs: regs.join('\n'), fetch0: fetch.join('\n'), stash0: stash.join('\n'), fetch: fetch.join('\n'), stash: stash.join('\n') };
+  if (t.ablate === 'nostage') Object.assign(staging, { fetch: '', stash: '' });
+  if (!unroll) {
+    const mma = `for (var kk = 0u; kk < BK; kk += SK) {
+      var lf: array<Lm, FM>;
+      var rf: array<Rm, FN>;
+      for (var i = 0u; i < FM; i++) { lf[i] = load_l(ab + a_off(wm0 + i * SM, kk)); }
+      for (var j = 0u; j < FN; j++) { rf[j] = load_r(bb + b_off(kk, wn0 + j * SN)); }
+      for (var i = 0u; i < FM; i++) {
+        for (var j = 0u; j < FN; j++) {
+          acc[i * FN + j] = subgroupMatrixMultiplyAccumulate(lf[i], rf[j], acc[i * FN + j]);
+        }
+      }
+    }`;
+    return {
+      ...staging,
+      acc: 'var acc: array<Acc, FM * FN>;',
+      mma: t.ablate === 'nomma' ? '' : mma,
+      direct: `for (var i = 0u; i < FM; i++) {
+      for (var j = 0u; j < FN; j++) {
+        let o = cb + (m0 + wm0 + i * SM) * p.N + n0 + wn0 + j * SN;
+        subgroupMatrixStore<row_major>(&c, o, acc[i * FN + j], p.N);
+      }
+    }`,
+      scratch: `for (var i = 0u; i < FM; i++) {
+    for (var j = 0u; j < FN; j++) {
+      subgroupMatrixStore<row_major>(&Cs, cs, acc[i * FN + j], SN);
+      workgroupBarrier();
+      copy_out(i, j, cs, lane, m0, n0, wm0, wn0, cb);
+      workgroupBarrier();
+    }
+  }`,
+    };
+  }
+  const fm = t.bm / t.sgm / SM;
+  const fn = t.bn / t.sgn / SN;
+  const I = [...Array(fm).keys()];
+  const J = [...Array(fn).keys()];
+  const IJ = I.flatMap((i) => J.map((j) => [i, j] as const));
+  const mac = (k: number, i: number, j: number) => `acc_${i}_${j} = subgroupMatrixMultiplyAccumulate(l${k}_${i}, r${k}_${j}, acc_${i}_${j});`;
+  const loadR = (k: number, j: number) => `let r${k}_${j} = load_r(bb + b_off(${k * SK}u, wn0 + ${j * SN}u));`;
+  const mma = ks.flatMap((k) => [
+    ...I.map((i) => `let l${k}_${i} = load_l(ab + a_off(wm0 + ${i * SM}u, ${k * SK}u));`),
+    ...(t.ilv
+      ? J.flatMap((j) => [loadR(k, j), ...I.map((i) => mac(k, i, j))])
+      : [...J.map((j) => loadR(k, j)), ...IJ.map(([i, j]) => mac(k, i, j))]),
+  ]);
+  return {
+    ...staging,
+    acc: IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n'),
+    mma: t.ablate === 'nomma' ? '' : mma.join('\n'),
+    direct: IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i * SM}u) * p.N + n0 + wn0 + ${j * SN}u, acc_${i}_${j}, p.N);`).join('\n'),
+    scratch: IJ.map(
+      ([i, j]) =>
+        `subgroupMatrixStore<row_major>(&Cs, cs, acc_${i}_${j}, SN);\nworkgroupBarrier();\n` +
+        `copy_out(${i}u, ${j}u, cs, lane, m0, n0, wm0, wn0, cb);\nworkgroupBarrier();`,
+    ).join('\n'),
+  };
+}
+
+/** The whole WGSL of a tensor-core kernel: the prelude and `shaders/matmul-tc.wgsl` with its generated code. */
+export function tcSource(plan: TensorCorePlan, t: TcTile, transA: boolean, transB: boolean, flags: TcFlags = NO_FLAGS, unroll = false): string {
+  const m = tcMatrixCode(t, plan, unroll, transA, transB);
+  const body = tcWgsl.replace(/^(\s*)\/\/@(\w+)$/gm, (_, ind: string, k: TcHook) => {
+    if (!(k in m)) throw new Error(`matmul-tc.wgsl: unknown hook //@${k}`);
+    return m[k]
+      .split('\n')
+      .map((l) => ind + l)
+      .join('\n');
+  });
+  return tcPrelude(plan, t, transA, transB, flags) + body;
+}
