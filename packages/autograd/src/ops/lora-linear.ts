@@ -1,4 +1,4 @@
-import { cast, LOWRANK_MAX_R, lowRankOuter, lowRankProject, matmul as mm, numel, reduce, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
+import { cast, LOWRANK_MAX_R, lowRankOuter, lowRankProject, lowRankUpdate, matmul as mm, numel, reduce, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
 import { defineOp } from '../op';
 import type { Tensor } from '../tensor';
 import { computeDtype, type ComputeDtype } from './autocast';
@@ -31,10 +31,17 @@ function outer(ctx: Context, y: DeviceTensor, z: DeviceTensor, layout: 'qr' | 'r
   return layout === 'qr' ? mm(ctx, y, z, { transA: true, alpha }) : mm(ctx, z, y, { transA: true, alpha });
 }
 
+/** `y += alpha u B^T` (B `[N, r]`) or `y += alpha v A` (A `[r, N]`) in place: the low-rank update kernel for ranks
+ *  it takes and an f32 y, else matmul's accumulate. */
+function update(ctx: Context, y: DeviceTensor, u: DeviceTensor, w: DeviceTensor, layout: 'nr' | 'rn', alpha: number, r: number): void {
+  if (r <= LOWRANK_MAX_R && y.dtype === 'f32') lowRankUpdate(ctx, y, u, w, { wLayout: layout, alpha });
+  else mm(ctx, u, w, { transB: layout === 'nr', alpha, accumulate: true, out: y });
+}
+
 /**
  * The LoRA projection as one op: `y = x W^T + b + s (x A^T) B^T` with the frozen W `[out, in]`, A `[r, in]`,
- * B `[out, r]`. The low-rank update is accumulated into the base product by the matmul's epilogue (no separate
- * scale and add passes over `[tokens, out]`, forward or backward); x is cast to the compute dtype once; the
+ * B `[out, r]`. The scaled low-rank update is added into the base product in place (`lowRankUpdate`: one pass
+ * over `[tokens, out]`, no separate scale and add, forward or backward); x is cast to the compute dtype once; the
  * four products with a long side (`x A^T`, `dY B`, `dA = v^T x`, `dB = dY^T u`) run on the low-rank kernels (one
  * pass over the big operand, A, B, u and v read in f32: they are small). Saved for backward: x (in the
  * compute dtype), W, A, B and `u = x A^T` (f32 `[tokens, r]`).
@@ -55,7 +62,7 @@ const loraLinearOp = defineOp<LoraAttrs>({
     const y = mm(ctx, xc, wc, { transB: true, bias: hasBias ? bias : undefined });
     drop(ctx, wc, w!);
     const u = project(ctx, xc, a!, 'rk', r);
-    mm(ctx, u, b!, { transB: true, alpha: scaling, accumulate: true, out: y });
+    update(ctx, y, u, b!, 'nr', scaling, r);
     return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [xc, w!, a!, b!, u] };
   },
   backward: (ctx, [g], [xc, w, a, b, u], [mx, mw, ma, mb, mbias], { scaling, f16 }) => {
@@ -68,7 +75,7 @@ const loraLinearOp = defineOp<LoraAttrs>({
       const wc = inCompute(ctx, w!, f16);
       dx = mm(ctx, gc, wc);
       drop(ctx, wc, w!);
-      mm(ctx, v!, a!, { alpha: scaling, accumulate: true, out: dx });
+      update(ctx, dx, v!, a!, 'rn', scaling, r);
       dx = { ...dx, shape: [...mx!.shape] };
     }
     const dw = mw!.requiresGrad ? mm(ctx, gc, xc!, { transA: true }) : null;

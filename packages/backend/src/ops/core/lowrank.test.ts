@@ -3,7 +3,7 @@ import { createContext, type Context } from '../../context';
 import { f16BitsToF32, f32ToF16Bits } from '../../dtype';
 import { randn, relErr, toF32 } from '../../testing';
 import { download, poison, release, upload } from '../../tensor';
-import { lowRankOuter, lowRankProject } from './lowrank';
+import { lowRankOuter, lowRankProject, lowRankTuning, lowRankUpdate } from './lowrank';
 
 let ctx: Context;
 beforeAll(async () => {
@@ -14,7 +14,16 @@ afterAll(() => ctx.destroy());
 const h16 = (v: ArrayLike<number>) => Float64Array.from(v, (x) => f16BitsToF32(f32ToF16Bits(x)));
 const stored = (v: Float64Array, dtype: 'f32' | 'f16') => (dtype === 'f16' ? h16(v) : toF32(v));
 
-describe('low-rank products (LoRA: x A^T, dY B, dY^T u, v^T x)', () => {
+const tuned = { ...lowRankTuning };
+afterAll(() => Object.assign(lowRankTuning, tuned));
+
+// v1; v2 with many chunks of one tile; v2 with few chunks of several tiles (its next-tile loads in flight)
+describe.each([
+  [1, 384],
+  [2, 384],
+  [2, 2],
+] as const)('low-rank products (LoRA: x A^T, dY B, dY^T u, v^T x), variant %d, %d workgroups', (variant, workgroups) => {
+  beforeAll(() => Object.assign(lowRankTuning, { variant, workgroups }));
   it.each([
     ['rk', 'f32', 'f32', 37, 75, 5],
     ['kr', 'f16', 'f32', 21, 130, 16],
@@ -77,6 +86,33 @@ describe('low-rank products (LoRA: x A^T, dY B, dY^T u, v^T x)', () => {
     release(ctx, Y, Z, out, C);
   });
 
+  it.each([
+    ['nr', 'f32', 'f32', 37, 300, 5],
+    ['rn', 'f16', 'f32', 70, 513, 16],
+    ['nr', 'f32', 'f16', 3, 17, 32],
+    ['rn', 'f32', 'f32', 33, 256, 20],
+  ] as const)('lowRankUpdate W %s, U %s, W %s, T %d N %d R %d: float64 reference, added in place', async (layout, ud, wd, T, N, R) => {
+    const u = randn(T * R, 7);
+    const w = randn(N * R, 8);
+    const y0 = randn(T * N, 9);
+    const us = stored(u, ud);
+    const wst = stored(w, wd);
+    const yf = toF32(y0);
+    const ref = new Float64Array(T * N);
+    for (let t = 0; t < T; t++)
+      for (let n = 0; n < N; n++) {
+        let s = 0;
+        for (let j = 0; j < R; j++) s += us[t * R + j]! * wst[layout === 'nr' ? n * R + j : j * N + n]!;
+        ref[t * N + n] = yf[t * N + n]! + 0.5 * s;
+      }
+    const U = upload(ctx, u, [T, R], ud);
+    const W = upload(ctx, w, layout === 'nr' ? [N, R] : [R, N], wd);
+    const Y = upload(ctx, y0, [T, N]);
+    expect(lowRankUpdate(ctx, Y, U, W, { wLayout: layout, alpha: 0.5 })).toBe(Y);
+    expect(relErr(await download(ctx, Y), ref)).toBeLessThan(1e-5);
+    release(ctx, U, W, Y);
+  });
+
   it('refuses ranks over the limit, mismatched K or rows, and accumulate without out', () => {
     const X = upload(ctx, new Float32Array(12), [3, 4]);
     const W = upload(ctx, new Float32Array(8), [2, 4]);
@@ -86,6 +122,10 @@ describe('low-rank products (LoRA: x A^T, dY B, dY^T u, v^T x)', () => {
     expect(() => lowRankProject(ctx, X, big)).toThrow(/rank 33/);
     expect(() => lowRankProject(ctx, X, W, { accumulate: true })).toThrow(/needs out/);
     expect(() => lowRankOuter(ctx, X, Z)).toThrow(/differ in rows/);
+    expect(() => lowRankUpdate(ctx, X, Z, W)).toThrow(/differ in N/);
+    const B = upload(ctx, new Float32Array(8), [4, 2]);
+    expect(() => lowRankUpdate(ctx, X, Z, B)).toThrow(/must be \[3, 2\]/);
+    release(ctx, B);
     release(ctx, X, W, Z, big);
   });
 });

@@ -1,6 +1,9 @@
 import rowsWgsl from '../../../../../shaders/lowrank-rows.wgsl';
 import outerWgsl from '../../../../../shaders/lowrank-outer.wgsl';
 import finishWgsl from '../../../../../shaders/lowrank-outer-finish.wgsl';
+import rowsV2Wgsl from '../../../../../shaders/lowrank-rows-v2.wgsl';
+import outerV2Wgsl from '../../../../../shaders/lowrank-outer-v2.wgsl';
+import updateWgsl from '../../../../../shaders/lowrank-update.wgsl';
 import { assertFloat, checkBindable, checkOut, fmtShape } from '../../checks';
 import type { Context } from '../../context';
 import { ShapeError } from '../../errors';
@@ -11,6 +14,27 @@ import { empty, type DeviceTensor } from '../../tensor';
 /** The largest rank the low-rank kernels take (R straight-line accumulators per thread: larger ranks compile
  *  slowly and run on matmul). */
 export const LOWRANK_MAX_R = 32;
+
+/** Tuning of the low-rank kernels (a benchmark may change it): `variant` 1 (one element per load, `shaders/lowrank-
+ *  rows.wgsl` / `lowrank-outer.wgsl`) or 2 (64 x 64 tiles of pairs, the next tile's loads in flight, `-v2`; taken
+ *  where the adapter gives a workgroup {@link V2_WORKGROUP_BYTES} of memory); `workgroups`: how many workgroups
+ *  v2 aims for (the chunk count follows). */
+export const lowRankTuning: { variant: 1 | 2; workgroups: number } = { variant: 2, workgroups: 384 };
+
+/** Workgroup memory of the v2 kernels at the largest rank (64 x 65 f32 tile + 64 x 8 vec4). */
+const V2_WORKGROUP_BYTES = 64 * 65 * 4 + 64 * 8 * 16;
+
+function variantOf(ctx: Context): 1 | 2 {
+  if (lowRankTuning.variant === 1) return 1;
+  return (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384) >= V2_WORKGROUP_BYTES ? 2 : 1;
+}
+
+/** Chunks of `tiles` 64-wide tiles such that `blocks * chunks` is about `lowRankTuning.workgroups`. */
+function chunking(tiles: number, blocks: number): { per: number; parts: number } {
+  const want = Math.max(1, Math.min(tiles, Math.round(lowRankTuning.workgroups / blocks)));
+  const per = Math.ceil(tiles / want);
+  return { per, parts: Math.ceil(tiles / per) };
+}
 
 const rowsOf = (t: DeviceTensor) => t.shape.slice(0, -1).reduce((a, d) => a * d, 1);
 const last = (t: DeviceTensor) => t.shape[t.shape.length - 1]!;
@@ -88,6 +112,26 @@ export function lowRankProject(ctx: Context, x: DeviceTensor, w: DeviceTensor, o
   if (opts.out) checkOut(opts.out, [T, R], 'lowRankProject: out', 'f32', [x, w]);
   checkBindable(ctx, 'lowRankProject', [x, 'X']);
   const nt = Math.ceil(T / 64);
+  if (variantOf(ctx) === 2) {
+    const { per, parts } = chunking(Math.ceil(K / 64), nt);
+    const part = empty(ctx, [parts, T, R]);
+    const k = cachedKernel(ctx, `core:lowrank-rows-v2:${R}:${x.dtype}:${w.dtype}`, () => ({
+      name: 'lowrank-rows-v2',
+      code: rowsV2Wgsl,
+      consts: { R, RV: Math.ceil(R / 4) },
+      bindings: [
+        { name: 'x', access: 'read', dtype: x.dtype },
+        { name: 'w', access: 'read', dtype: w.dtype },
+        { name: 'part', access: 'rw', dtype: 'f32' },
+      ],
+      params: ['u32:T', 'u32:K', 'u32:wt', 'u32:tiles', 'u32:nt', 'u32:row'],
+    }));
+    const wg = grid2d(nt * parts);
+    ctx.dispatch(k, [x.buffer, w.buffer, part.buffer], wg, [T, K, layout === 'kr' ? 1 : 0, per, nt, wg[0]]);
+    const out = opts.out ?? empty(ctx, [T, R]);
+    finish(ctx, part, out, T, R, parts, false, opts);
+    return out;
+  }
   // K chunks (multiples of 32) so that ~512 workgroups share the work, each at least 32 wide
   const S = Math.max(1, Math.min(Math.ceil(K / 32), Math.ceil(512 / nt)));
   const kchunk = Math.ceil(K / S / 32) * 32;
@@ -159,6 +203,27 @@ export function lowRankOuter(ctx: Context, y: DeviceTensor, z: DeviceTensor, opt
   if (opts.accumulate && !opts.out) throw new ShapeError('lowRankOuter: accumulate needs out');
   if (opts.out) checkOut(opts.out, shape, 'lowRankOuter: out', 'f32', [y, z]);
   checkBindable(ctx, 'lowRankOuter', [y, 'Y']);
+  if (variantOf(ctx) === 2) {
+    const nq = Math.ceil(Q / 64);
+    const { per, parts } = chunking(Math.ceil(T / 64), nq);
+    const part = empty(ctx, [parts, Q, R]);
+    const k = cachedKernel(ctx, `core:lowrank-outer-v2:${R}:${y.dtype}:${z.dtype}`, () => ({
+      name: 'lowrank-outer-v2',
+      code: outerV2Wgsl,
+      consts: { R, RV: Math.ceil(R / 4) },
+      bindings: [
+        { name: 'y', access: 'read', dtype: y.dtype },
+        { name: 'z', access: 'read', dtype: z.dtype },
+        { name: 'part', access: 'rw', dtype: 'f32' },
+      ],
+      params: ['u32:T', 'u32:Q', 'u32:tiles', 'u32:nq', 'u32:row'],
+    }));
+    const wg = grid2d(nq * parts);
+    ctx.dispatch(k, [y.buffer, z.buffer, part.buffer], wg, [T, Q, per, nq, wg[0]]);
+    const out = opts.out ?? empty(ctx, shape);
+    finish(ctx, part, out, Q, R, parts, layout === 'rq', opts);
+    return out;
+  }
   const nq = Math.ceil(Q / 256);
   // enough chunks for ~4 workgroups per compute unit of a large GPU, each at least 64 rows
   const S = Math.max(1, Math.min(Math.ceil(T / 64), Math.ceil(512 / nq)));
@@ -181,4 +246,48 @@ export function lowRankOuter(ctx: Context, y: DeviceTensor, z: DeviceTensor, opt
   const out = opts.out ?? empty(ctx, shape);
   finish(ctx, part, out, Q, R, parts, layout === 'rq', opts);
   return out;
+}
+
+/** Options of {@link lowRankUpdate}. */
+export interface LowRankUpdateOptions {
+  /** `'nr'` (default): W is `[N, R]` (LoRA's B: `y += s u B^T`); `'rn'`: W is `[R, N]` (LoRA's A: `dx += s v A`). */
+  wLayout?: 'nr' | 'rn';
+  /** Multiplies the product. Default 1. */
+  alpha?: number;
+}
+
+/**
+ * `Y += alpha * U W^T` (W `[N, R]`) or `Y += alpha * U W` (W `[R, N]`) in place, for a small rank R (<=
+ * {@link LOWRANK_MAX_R}): Y is f32 `[..., N]` (rows flattened), U `[rows, R]` and W any float dtype. LoRA's update
+ * added into the base product: one read and one write of Y. Reference: `matmul` with `accumulate`.
+ */
+export function lowRankUpdate(ctx: Context, y: DeviceTensor, u: DeviceTensor, w: DeviceTensor, opts: LowRankUpdateOptions = {}): DeviceTensor {
+  assertFloat(u, 'lowRankUpdate: U');
+  assertFloat(w, 'lowRankUpdate: W');
+  if (y.dtype !== 'f32') throw new ShapeError(`lowRankUpdate: Y must be f32, got ${y.dtype}`);
+  const layout = opts.wLayout ?? 'nr';
+  const T = rowsOf(y);
+  const N = last(y);
+  if (w.shape.length !== 2 || u.shape.length < 1) throw new ShapeError(`lowRankUpdate: W must be 2-D, got ${fmtShape(w.shape)}`);
+  const R = layout === 'nr' ? w.shape[1]! : w.shape[0]!;
+  const wN = layout === 'nr' ? w.shape[0]! : w.shape[1]!;
+  if (wN !== N) throw new ShapeError(`lowRankUpdate: Y ${fmtShape(y.shape)} and W ${fmtShape(w.shape)} (${layout}) differ in N`);
+  if (rowsOf(u) !== T || last(u) !== R) throw new ShapeError(`lowRankUpdate: U ${fmtShape(u.shape)} must be [${T}, ${R}] for Y ${fmtShape(y.shape)}`);
+  checkR(R, 'lowRankUpdate');
+  checkBindable(ctx, 'lowRankUpdate', [y, 'Y']);
+  const k = cachedKernel(ctx, `core:lowrank-update:${R}:${u.dtype}:${w.dtype}`, () => ({
+    name: 'lowrank-update',
+    code: updateWgsl,
+    consts: { R, RV: Math.ceil(R / 4) },
+    bindings: [
+      { name: 'y', access: 'rw', dtype: 'f32' },
+      { name: 'u', access: 'read', dtype: u.dtype },
+      { name: 'w', access: 'read', dtype: w.dtype },
+    ],
+    params: ['u32:T', 'u32:N', 'u32:wt', 'u32:nb', 'u32:row', 'f32:alpha'],
+  }));
+  const nb = Math.ceil(N / 256);
+  const wg = grid2d(nb * Math.ceil(T / 32));
+  ctx.dispatch(k, [y.buffer, u.buffer, w.buffer], wg, [T, N, layout === 'rn' ? 1 : 0, nb, wg[0], opts.alpha ?? 1]);
+  return y;
 }
