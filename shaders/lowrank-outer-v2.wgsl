@@ -4,7 +4,8 @@
 // Bindings: y (read, [T, Q], any float dtype via read_y), z (read, [T, R], any float dtype), part (rw f32,
 // [S, Q, R]: chunk s's sums).
 // Params: T, Q, tiles (64-row tiles per chunk), nq (64-column blocks), row (workgroups per grid row).
-// Constants R, RV = ceil(R / 4) (`consts`). Workgroup 256 = 64 columns x 4 groups of rank columns: group g
+// Constants R, RV = ceil(R / 4), PROBE (0; benchmarks only, results wrong: 1 leaves the sums out, 2 the loads of Y)
+// (`consts`); pair_y(o) reads elements o, o + 1 (o even) in one load (generated per dtype). Workgroup 256 = 64 columns x 4 groups of rank columns: group g
 // accumulates the vec4 columns g and g + 4 (the second only when RV > 4) of its column q. Per 64-row tile, Y [64 x 64]
 // is read in pairs of neighbours (one 32-bit word of a 16-bit Y: 8 loads per thread, issued for the next tile
 // before the current one is summed) into workgroup memory as f32, and Z [64 x RV vec4] beside it. Deterministic.
@@ -21,10 +22,15 @@ fn yload(e: u32, t0: u32, t1: u32, q0: u32) -> vec2f {
   let t = t0 + rr;
   let q = q0 + cc;
   var v = vec2f(0.0);
+  if (PROBE == 2u) { return vec2f(1.0); }
   if (t < t1) {
     let o = t * p.Q + q;
-    if (q < p.Q) { v.x = read_y(o); }
-    if (q + 1u < p.Q) { v.y = read_y(o + 1u); }
+    if (q + 1u < p.Q && (o & 1u) == 0u) {
+      v = pair_y(o);
+    } else {
+      if (q < p.Q) { v.x = read_y(o); }
+      if (q + 1u < p.Q) { v.y = read_y(o + 1u); }
+    }
   }
   return v;
 }
@@ -87,7 +93,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       y6 = yload(lid + 1536u, tn, tc1, q0);
       y7 = yload(lid + 1792u, tn, tc1, q0);
     }
-    if (g < RV) {
+    if (g < RV && PROBE != 1u) {
       for (var rr = 0u; rr < TT; rr++) {
         let yv = ys[rr * TQ + c];
         a0 += yv * zs[rr * RV + g];

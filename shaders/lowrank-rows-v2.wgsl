@@ -4,7 +4,8 @@
 // Bindings: x (read, [T, K], any float dtype via read_x), w (read, any float dtype: wt == 0 stores W as [R, K]
 // (element j * K + k, LoRA's A), wt == 1 as [K, R] (element k * R + j, LoRA's B)), part (rw f32, [S, T, R]).
 // Params: T, K, wt, tiles (64-wide K tiles per chunk), nt (64-row blocks), row (workgroups per grid row).
-// Constants R, RV = ceil(R / 4) (`consts`). Workgroup 256 = 64 rows x 4 groups of rank columns: group g
+// Constants R, RV = ceil(R / 4), PROBE (0; benchmarks only, results wrong: 1 leaves the sums out, 2 the loads of X)
+// (`consts`); pair_x(o) reads elements o, o + 1 (o even) in one load (generated per dtype). Workgroup 256 = 64 rows x 4 groups of rank columns: group g
 // accumulates the vec4 columns g and g + 4 (the second only when RV > 4) of its row t. Per 64-wide K tile, X
 // [64 x 64] is read in pairs of neighbours (8 loads per thread, issued for the next tile before the current one is
 // summed) into workgroup memory as f32 (rows padded to 65 against bank conflicts), W [64 x RV vec4] beside it.
@@ -23,10 +24,15 @@ fn xload(e: u32, t0: u32, kb: u32, k1: u32) -> vec2f {
   let t = t0 + rr;
   let k = kb + kk;
   var v = vec2f(0.0);
+  if (PROBE == 2u) { return vec2f(1.0); }
   if (t < p.T) {
     let o = t * p.K + k;
-    if (k < k1) { v.x = read_x(o); }
-    if (k + 1u < k1) { v.y = read_x(o + 1u); }
+    if (k + 1u < k1 && (o & 1u) == 0u) {
+      v = pair_x(o);
+    } else {
+      if (k < k1) { v.x = read_x(o); }
+      if (k + 1u < k1) { v.y = read_x(o + 1u); }
+    }
   }
   return v;
 }
@@ -93,7 +99,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       x6 = xload(lid + 1536u, t0, kn, k1);
       x7 = xload(lid + 1792u, t0, kn, k1);
     }
-    if (g < RV) {
+    if (g < RV && PROBE != 1u) {
       for (var kk = 0u; kk < TK; kk++) {
         let xv = xs[r * XS + kk];
         a0 += xv * ws[kk * RV + g];

@@ -2,8 +2,9 @@
  * LoRA's low-rank products on the GPU machine (a program, not a test): `lowRankProject` (x A^T, dY B),
  * `lowRankOuter` (dA = v^T x, dB = dY^T u) per kernel variant, and `lowRankUpdate` (y += s u B^T) beside
  * matmul's accumulate, at the 1.1B LoRA step's shapes (2048 tokens, K in {2048, 256, 5632}, r 16; the big operand
- * f16 as under f16 autocast). GPU time from the profiler (kernel and finish pass) after a 1 s spin-up, GB/s of
- * the big operand, and each variant's largest relative difference from variant 1. Prints ONE JSON object.
+ * f16 as under f16 autocast). GPU time from the profiler (kernel and finish pass; see `time`), GB/s of the big
+ * operand, and each variant's largest relative difference from variant 1; probes time a kernel with a stage left
+ * out. Prints ONE JSON object.
  *   bash .gpu/run.sh lowrank-bench [--reps=50] [--quick]
  */
 import { createContext, type Context } from '../context';
@@ -18,33 +19,48 @@ const quick = args.includes('--quick');
 const reps = Number(opt('reps') ?? (quick ? 3 : 50));
 const log = (s: string) => process.stderr.write(s + '\n');
 
-async function time(gpu: Context, f: () => DeviceTensor | void): Promise<{ us: number; wallUs: number; kernels: Record<string, number> }> {
-  for (let i = 0; i < 3; i++) drop(gpu, f());
+/** GPU time per call of f from the profiler, with a 2048^3 f16 matmul before every call: the GPU never idles (it
+ *  drops to 345 MHz when it does, and the host encodes one call faster than the GPU runs the pair), and the
+ *  matmul's own kernels are left out of the sum. */
+async function time(gpu: Context, f: () => DeviceTensor | void, heavy: () => void): Promise<{ us: number; kernels: Record<string, number> }> {
+  const before = new Set<string>();
   await gpu.sync();
-  const s0 = performance.now();
-  while (performance.now() - s0 < (quick ? 10 : 200)) {
-    drop(gpu, f());
-    await gpu.sync();
-  }
   gpu.profiler.reset();
-  const t0 = performance.now();
-  for (let i = 0; i < reps; i++) drop(gpu, f());
+  heavy();
   await gpu.sync();
-  const wallUs = ((performance.now() - t0) * 1e3) / reps;
-  const sum = await gpu.profiler.summary();
+  for (const e of await gpu.profiler.summary()) before.add(e.name);
+  for (let i = 0; i < 20; i++) (heavy(), drop(gpu, f()));
+  await gpu.sync();
+  gpu.profiler.reset();
+  for (let i = 0; i < reps; i++) (heavy(), drop(gpu, f()));
+  await gpu.sync();
+  const sum = (await gpu.profiler.summary()).filter((e) => !before.has(e.name));
   const kernels = Object.fromEntries(sum.map((e) => [e.name, +((e.totalMs * 1e3) / reps).toFixed(2)]));
-  return { us: +Object.values(kernels).reduce((a, b) => a + b, 0).toFixed(2), wallUs: +wallUs.toFixed(2), kernels };
+  return { us: +Object.values(kernels).reduce((a, b) => a + b, 0).toFixed(2), kernels };
 }
 
 function drop(gpu: Context, t: DeviceTensor | void): void {
   if (t) gpu.release(t.buffer);
 }
 
+const tuned = { ...lowRankTuning };
+
 async function main(): Promise<void> {
   const gpu = await createContext({ profile: true });
   const T = quick ? 256 : 2048;
   const R = 16;
   const dims = quick ? [256, 64] : [2048, 256, 5632];
+  const hs = quick ? 64 : 2048;
+  const ha = upload(gpu, randn(hs * hs, 9), [hs, hs], 'f16');
+  const heavy = () => drop(gpu, matmul(gpu, ha, ha));
+  const configs: { name: string; variant: 1 | 2; workgroups?: number; probe?: 'no-sum' | 'no-load' }[] = [
+    { name: 'v1', variant: 1 },
+    { name: 'v2', variant: 2 },
+    { name: 'v2 192 wg', variant: 2, workgroups: 192 },
+    { name: 'v2 768 wg', variant: 2, workgroups: 768 },
+    { name: 'v2 no-sum (probe)', variant: 2, probe: 'no-sum' },
+    { name: 'v2 no-load (probe)', variant: 2, probe: 'no-load' },
+  ];
   const rows: Record<string, unknown>[] = [];
   for (const K of dims) {
     const big = upload(gpu, randn(T * K, 2), [T, K], 'f16');
@@ -53,10 +69,10 @@ async function main(): Promise<void> {
     const z = upload(gpu, randn(T * R, 5), [T, R]);
     const bytes = T * K * 2;
     if (K === dims[0]) {
-      // the GPU idles at low clocks: 1 s of work before the first timing
+      // the GPU idles at low clocks: 2 s of back-to-back matmuls before the first timing
       const s0 = performance.now();
-      while (performance.now() - s0 < (quick ? 10 : 1000)) {
-        drop(gpu, lowRankProject(gpu, big, a));
+      while (performance.now() - s0 < (quick ? 10 : 2000)) {
+        for (let i = 0; i < 20; i++) heavy();
         await gpu.sync();
       }
     }
@@ -68,15 +84,16 @@ async function main(): Promise<void> {
     ];
     for (const [name, f] of cases) {
       const ref = await download(gpu, withVariant(1, f, gpu));
-      for (const variant of [1, 2] as const) {
-        lowRankTuning.variant = variant;
+      for (const c of configs) {
+        Object.assign(lowRankTuning, { rows: c.variant, outer: c.variant, workgroups: c.workgroups ?? 384, probe: c.probe });
         const out = f();
         const diff = relErr(await download(gpu, out), Float64Array.from(ref));
         gpu.release(out.buffer);
-        const t = await time(gpu, f);
-        rows.push({ op: name, T, K, R, variant, ...t, GBps: +(bytes / t.us / 1e3).toFixed(0), relDiffVsV1: diff });
-        log(`${name} K ${K} v${variant}: ${t.us} us (${(bytes / t.us / 1e3).toFixed(0)} GB/s), wall ${t.wallUs} us, diff ${diff.toExponential(1)}`);
+        const t = await time(gpu, f, heavy);
+        rows.push({ op: name, T, K, R, config: c.name, ...t, GBps: +(bytes / t.us / 1e3).toFixed(0), relDiffVsV1: diff });
+        log(`${name} K ${K} ${c.name}: ${t.us} us (${(bytes / t.us / 1e3).toFixed(0)} GB/s) ${JSON.stringify(t.kernels)}, diff ${diff.toExponential(1)}`);
       }
+      Object.assign(lowRankTuning, tuned);
     }
     // y [T, K] += s z b^T: the update kernel against matmul's accumulate (y f32: one read and one write)
     const y = upload(gpu, randn(T * K, 6), [T, K]);
@@ -85,24 +102,24 @@ async function main(): Promise<void> {
       ['update (lowRankUpdate)', () => void lowRankUpdate(gpu, y, z, b, { alpha: 1e-9 })],
       ['update (matmul accumulate)', () => void matmul(gpu, z, b, { transB: true, alpha: 1e-9, accumulate: true, out: y })],
     ] as const) {
-      const t = await time(gpu, f);
+      const t = await time(gpu, f, heavy);
       rows.push({ op: name, T, K, R, ...t, GBps: +(ybytes / t.us / 1e3).toFixed(0) });
-      log(`${name} K ${K}: ${t.us} us (${(ybytes / t.us / 1e3).toFixed(0)} GB/s of y read + written), wall ${t.wallUs} us`);
+      log(`${name} K ${K}: ${t.us} us (${(ybytes / t.us / 1e3).toFixed(0)} GB/s of y read + written)`);
     }
     release(gpu, big, a, b, z, y);
   }
-  lowRankTuning.variant = 2;
+  release(gpu, ha);
   process.stdout.write(JSON.stringify({ bench: 'lowrank', date: new Date().toISOString(), adapter: gpu.info.description ?? gpu.info.vendor, reps, rows }) + '\n');
   gpu.destroy();
 }
 
 function withVariant(v: 1 | 2, f: () => DeviceTensor, _gpu: Context): DeviceTensor {
-  const keep = lowRankTuning.variant;
-  lowRankTuning.variant = v;
+  const keep = { ...lowRankTuning };
+  Object.assign(lowRankTuning, { rows: v, outer: v });
   try {
     return f();
   } finally {
-    lowRankTuning.variant = keep;
+    Object.assign(lowRankTuning, keep);
   }
 }
 

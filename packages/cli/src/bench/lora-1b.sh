@@ -13,6 +13,7 @@
 # Rusty's numbers are the `summary` line of its metrics.jsonl: medians over the steps after its 5 warm-up steps
 # (its last step, which has no next step's encoding in its interval, is run but not counted: it runs STEPS + 6).
 set -uo pipefail
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # no network on the GPU machine: a hub lookup would hang the PyTorch runs
 shape=${1:-tinyllama}
 steps=${2:-25}
 work=${3:-tmp/lora-1b}

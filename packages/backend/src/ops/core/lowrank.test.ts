@@ -23,7 +23,7 @@ describe.each([
   [2, 384],
   [2, 2],
 ] as const)('low-rank products (LoRA: x A^T, dY B, dY^T u, v^T x), variant %d, %d workgroups', (variant, workgroups) => {
-  beforeAll(() => Object.assign(lowRankTuning, { variant, workgroups }));
+  beforeAll(() => Object.assign(lowRankTuning, { rows: variant, outer: variant, workgroups }));
   it.each([
     ['rk', 'f32', 'f32', 37, 75, 5],
     ['kr', 'f16', 'f32', 21, 130, 16],

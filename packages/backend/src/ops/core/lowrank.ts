@@ -6,6 +6,7 @@ import outerV2Wgsl from '../../../../../shaders/lowrank-outer-v2.wgsl';
 import updateWgsl from '../../../../../shaders/lowrank-update.wgsl';
 import { assertFloat, checkBindable, checkOut, fmtShape } from '../../checks';
 import type { Context } from '../../context';
+import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import { grid1d, grid2d } from '../../grid';
 import { cachedKernel } from '../../kernel-cache';
@@ -15,17 +16,18 @@ import { empty, type DeviceTensor } from '../../tensor';
  *  slowly and run on matmul). */
 export const LOWRANK_MAX_R = 32;
 
-/** Tuning of the low-rank kernels (a benchmark may change it): `variant` 1 (one element per load, `shaders/lowrank-
- *  rows.wgsl` / `lowrank-outer.wgsl`) or 2 (64 x 64 tiles of pairs, the next tile's loads in flight, `-v2`; taken
- *  where the adapter gives a workgroup {@link V2_WORKGROUP_BYTES} of memory); `workgroups`: how many workgroups
- *  v2 aims for (the chunk count follows). */
-export const lowRankTuning: { variant: 1 | 2; workgroups: number } = { variant: 2, workgroups: 384 };
+/** Tuning of the low-rank kernels (a benchmark may change it): `rows` / `outer` pick the kernel variant of
+ *  {@link lowRankProject} / {@link lowRankOuter}: 1 (one element per load, `shaders/lowrank-rows.wgsl` /
+ *  `lowrank-outer.wgsl`) or 2 (64 x 64 tiles read in pairs, the next tile's loads in flight, `-v2`; taken where the
+ *  adapter gives a workgroup {@link V2_WORKGROUP_BYTES} of memory); `workgroups`: how many workgroups v2 aims for
+ *  (the chunk count follows); `probe` (benchmarks only, results wrong): v2 with its sums or its loads left out. */
+export const lowRankTuning: { rows: 1 | 2; outer: 1 | 2; workgroups: number; probe?: 'no-sum' | 'no-load' } = { rows: 1, outer: 2, workgroups: 768 };
 
 /** Workgroup memory of the v2 kernels at the largest rank (64 x 65 f32 tile + 64 x 8 vec4). */
 const V2_WORKGROUP_BYTES = 64 * 65 * 4 + 64 * 8 * 16;
 
-function variantOf(ctx: Context): 1 | 2 {
-  if (lowRankTuning.variant === 1) return 1;
+function variantOf(ctx: Context, which: 'rows' | 'outer'): 1 | 2 {
+  if (lowRankTuning[which] === 1) return 1;
   return (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384) >= V2_WORKGROUP_BYTES ? 2 : 1;
 }
 
@@ -34,6 +36,15 @@ function chunking(tiles: number, blocks: number): { per: number; parts: number }
   const want = Math.max(1, Math.min(tiles, Math.round(lowRankTuning.workgroups / blocks)));
   const per = Math.ceil(tiles / want);
   return { per, parts: Math.ceil(tiles / per) };
+}
+
+const probeCode = () => (lowRankTuning.probe === 'no-sum' ? 1 : lowRankTuning.probe === 'no-load' ? 2 : 0);
+
+/** `pair_<name>(o) -> vec2f`: elements o and o + 1 (o even) of a read binding in one load where the storage packs
+ *  them in one word (f16: `unpack2x16float`), else two reads. */
+function pairReader(name: string, dtype: DType): string {
+  if (dtype === 'f16') return `fn pair_${name}(o: u32) -> vec2f { return unpack2x16float(${name}[o >> 1u]); }\n`;
+  return `fn pair_${name}(o: u32) -> vec2f { return vec2f(read_${name}(o), read_${name}(o + 1u)); }\n`;
 }
 
 const rowsOf = (t: DeviceTensor) => t.shape.slice(0, -1).reduce((a, d) => a * d, 1);
@@ -112,13 +123,14 @@ export function lowRankProject(ctx: Context, x: DeviceTensor, w: DeviceTensor, o
   if (opts.out) checkOut(opts.out, [T, R], 'lowRankProject: out', 'f32', [x, w]);
   checkBindable(ctx, 'lowRankProject', [x, 'X']);
   const nt = Math.ceil(T / 64);
-  if (variantOf(ctx) === 2) {
+  if (variantOf(ctx, 'rows') === 2) {
     const { per, parts } = chunking(Math.ceil(K / 64), nt);
     const part = empty(ctx, [parts, T, R]);
-    const k = cachedKernel(ctx, `core:lowrank-rows-v2:${R}:${x.dtype}:${w.dtype}`, () => ({
+    const probe = probeCode();
+    const k = cachedKernel(ctx, `core:lowrank-rows-v2:${R}:${x.dtype}:${w.dtype}:${probe}`, () => ({
       name: 'lowrank-rows-v2',
-      code: rowsV2Wgsl,
-      consts: { R, RV: Math.ceil(R / 4) },
+      code: pairReader('x', x.dtype) + rowsV2Wgsl,
+      consts: { R, RV: Math.ceil(R / 4), PROBE: probe },
       bindings: [
         { name: 'x', access: 'read', dtype: x.dtype },
         { name: 'w', access: 'read', dtype: w.dtype },
@@ -203,14 +215,15 @@ export function lowRankOuter(ctx: Context, y: DeviceTensor, z: DeviceTensor, opt
   if (opts.accumulate && !opts.out) throw new ShapeError('lowRankOuter: accumulate needs out');
   if (opts.out) checkOut(opts.out, shape, 'lowRankOuter: out', 'f32', [y, z]);
   checkBindable(ctx, 'lowRankOuter', [y, 'Y']);
-  if (variantOf(ctx) === 2) {
+  if (variantOf(ctx, 'outer') === 2) {
     const nq = Math.ceil(Q / 64);
     const { per, parts } = chunking(Math.ceil(T / 64), nq);
     const part = empty(ctx, [parts, Q, R]);
-    const k = cachedKernel(ctx, `core:lowrank-outer-v2:${R}:${y.dtype}:${z.dtype}`, () => ({
+    const probe = probeCode();
+    const k = cachedKernel(ctx, `core:lowrank-outer-v2:${R}:${y.dtype}:${z.dtype}:${probe}`, () => ({
       name: 'lowrank-outer-v2',
-      code: outerV2Wgsl,
-      consts: { R, RV: Math.ceil(R / 4) },
+      code: pairReader('y', y.dtype) + outerV2Wgsl,
+      consts: { R, RV: Math.ceil(R / 4), PROBE: probe },
       bindings: [
         { name: 'y', access: 'read', dtype: y.dtype },
         { name: 'z', access: 'read', dtype: z.dtype },
