@@ -5,7 +5,7 @@
  *
  * Where the adapter offers an i8 x i8 -> i32 subgroup-matrix configuration (NVIDIA through Vulkan: 16x16x32) the
  * product can run on tensor cores (`shaders/quant-i8-matmul-tc.wgsl`, fragment shape from the adapter's
- * configuration, never a constant): `path: 'tc'`, or `auto` once `i8Tuning.autoTensorCores` is on. Everywhere
+ * configuration, never a constant): `path: 'tc'`, or `auto` (`i8Tuning.autoTensorCores`, on). Everywhere
  * else, and while that kernel's WGSL is being checked (`checkedKernel`), the portable
  * `shaders/quant-i8-matmul.wgsl` (dot4I8Packed) runs. Both compute the same numbers: exact integer sums, the
  * same epilogue.
@@ -90,14 +90,15 @@ export type I8TileName = keyof typeof I8_TILES;
  *  runs, and `unit`: the bytes one unit of a fragment load's offset and stride counts. Dawn's subgroup-matrix
  *  document says int8 offsets count int8 elements (1), but its SPIR-V lowering passes them on as indices into the
  *  i32 array (4), and on an H200 (2026-11-24) byte offsets gave wrong products: 4 is the default, the GPU check list
- *  is to prove it (docs/PERFORMANCE.md). `autoTensorCores`: whether `auto` takes the tensor-core kernel; off until the
- *  GPU check list has passed with `unit` 4 on an H200 (not yet run: `path: 'tc'` selects it explicitly). */
+ *  proved it (docs/PERFORMANCE.md). `autoTensorCores`: whether `auto` takes the tensor-core kernel, on since the GPU
+ *  check list passed with `unit` 4 on an H100 (2026-11-24, `quant-gpu.sh`: 19 cases, 14 on tensor
+ *  cores, every product equal to the portable kernel's; t128x256k32 326.6 TOPS, t128x128k64 309.1). */
 export const i8Tuning: { big: I8TileName; small: I8TileName; minBigTiles: number; unit: 1 | 4; autoTensorCores: boolean } = {
-  big: 't128x128k64',
+  big: 't128x256k32',
   small: 't64x64k64',
   minBigTiles: 132,
   unit: 4,
-  autoTensorCores: false,
+  autoTensorCores: true,
 };
 
 /** The int8 tensor-core plan of an adapter: its i8 -> i32 fragment and fixed subgroup size, or why not. */
