@@ -29,3 +29,4 @@ export { randn, randu } from './random';
 export { attention, type AttentionOpts } from './ops/attention';
 export { rmsNorm, addRmsNorm, rope, swiglu, geluTanhGate, embedding, crossEntropy, type RmsNormOpts } from './ops/llm';
 export { quantLinear } from './ops/quant-linear';
+export { quantLoraLinear } from './ops/quant-lora-linear';

@@ -1,5 +1,5 @@
 import { accumulate, cast as castKernel, ConfigError, matmul as mm, type DeviceTensor } from '@rusty/backend';
-import { add, computeDtype, linear, loraLinear, noGrad, randu, releaseRef, scale, Tensor, tidy, toCompute } from '@rusty/autograd';
+import { add, computeDtype, linear, loraLinear, noGrad, quantLoraLinear, randu, releaseRef, scale, Tensor, tidy, toCompute } from '@rusty/autograd';
 import { Linear } from './layers';
 import { Module } from './module';
 import { QuantLinear } from './quant-linear';
@@ -53,13 +53,19 @@ export class LoraLinear extends Module {
   }
 
   /** Under an f16 autocast scope the base product and both low-rank products run on f16 inputs (one f16 copy
-   *  of x shared by the base and A; a quantized base reads x as given). There a plain base runs as one fused op
-   *  (`loraLinear`: the low-rank update accumulated into the base product, no separate scale and add passes, the
-   *  skinny products on the low-rank kernels). In f32 the composition runs: the fused op sums in another order,
-   *  and that alone flipped one of `rusty demo`'s four taught answers (its 4 of 4 sits on a knife edge). */
+   *  of x shared by the base and A), as one fused op: `loraLinear` on a plain base, `quantLoraLinear` on a
+   *  quantized one (QLoRA; unless the QuantLinear's own `compute` is `'f32'`): the low-rank update added into the
+   *  base product in place, no separate `[tokens, out]` tensors for the update, its scale and the sum (forward or
+   *  backward), the skinny products on the low-rank kernels. In f32 the composition runs: the fused op sums in
+   *  another order, and that alone flipped one of `rusty demo`'s four taught answers (its 4 of 4 sits on a knife
+   *  edge). */
   forward(x: Tensor): Tensor {
     if (this.merged) return this.base.forward(x);
-    if (this.base instanceof Linear && computeDtype() === 'f16') return loraLinear(x, this.base.weight, this.base.bias, this.loraA, this.loraB, this.scaling);
+    if (computeDtype() === 'f16') {
+      const b = this.base;
+      if (b instanceof Linear) return loraLinear(x, b.weight, b.bias, this.loraA, this.loraB, this.scaling);
+      if (b.compute !== 'f32') return quantLoraLinear(x, b.quant, b.bias, this.loraA, this.loraB, this.scaling);
+    }
     return tidy(() => {
       const xc = toCompute(x);
       const y = this.base.forward(this.base instanceof QuantLinear ? x : xc);

@@ -1,11 +1,12 @@
 // QuantLinear against a dense Linear holding the same (dequantized) weight: forward, input gradient, no weight
 // gradient; LoRA on a quantized base trains the same adapter gradients as on the dequantized dense base; merging
-// goes through dequantizeLinears.
+// goes through dequantizeLinears; under f16 autocast it is one fused op (quantLoraLinear) equal to the fused
+// loraLinear on the dequantized f16 weight.
 import { cast, createContext, download, quantSpec, testing, upload, type Context } from '@rusty/backend';
-import { linear, noGrad, randn, sum, Tensor } from '@rusty/autograd';
+import { autocast, linear, noGrad, randn, sum, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Linear } from './layers';
-import { applyLora, loraModules, mergeLora } from './lora';
+import { applyLora, LoraLinear, loraModules, mergeLora } from './lora';
 import { Module } from './module';
 import { dequantizeLinears, QuantLinear, quantizedLinears, quantizeLinears } from './quant-linear';
 
@@ -78,6 +79,34 @@ describe('QuantLinear', () => {
     expect(rel(await x1.grad!.toArray(), await x2.grad!.toArray())).toBeLessThan(1e-5);
     q.dispose();
     ref.dispose();
+    dense.dispose();
+  });
+
+  it('LoRA on a quantized base runs the fused quantLoraLinear under f16 autocast (the composition in f32) and equals the fused loraLinear on the dequantized f16 weight', async () => {
+    const dense = new Linear(ctx, 40, 72, { seed: 11, std: 0.1, bias: true });
+    const q = new LoraLinear(QuantLinear.fromLinear(dense, quantSpec('nf4', 64, true)), 4, 8, 5);
+    const d = new LoraLinear((q.base as QuantLinear).toLinear('f16'), 4, 8, 5);
+    for (const l of [q, d]) l.loraB.assign(upload(ctx, randn(l.loraB.size, 12, 0.1), l.loraB.shape));
+    const run = async (l: LoraLinear) => {
+      const x = X(13, 33);
+      const y = autocast('f16', () => l.forward(x));
+      const name = y.node?.name;
+      sum(y).backward();
+      const out = [await y.toArray(), await x.grad!.toArray(), await l.loraA.grad!.toArray(), await l.loraB.grad!.toArray()];
+      y.dispose();
+      x.dispose();
+      return { name, out };
+    };
+    const rq = await run(q);
+    const rd = await run(d);
+    expect(rq.name).toBe('quant-lora-linear');
+    expect(rd.name).toBe('lora-linear');
+    rq.out.forEach((v, i) => expect(rel(v, rd.out[i]!), String(i)).toBeLessThan(1e-6));
+    const y32 = q.forward(X(13, 33));
+    expect(y32.node?.name).toBe('add');
+    y32.dispose();
+    q.dispose();
+    d.dispose();
     dense.dispose();
   });
 

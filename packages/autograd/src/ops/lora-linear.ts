@@ -20,20 +20,20 @@ function drop(ctx: Context, t: DeviceTensor, orig: DeviceTensor): void {
 }
 
 /** `x A^T` (A `[r, K]`) or `x B` (B `[K, r]`): one pass over x for ranks the low-rank kernel takes, else matmul. */
-function project(ctx: Context, x: DeviceTensor, w: DeviceTensor, layout: 'rk' | 'kr', r: number): DeviceTensor {
+export function project(ctx: Context, x: DeviceTensor, w: DeviceTensor, layout: 'rk' | 'kr', r: number): DeviceTensor {
   if (r <= LOWRANK_MAX_R) return lowRankProject(ctx, x, w, { wLayout: layout });
   return mm(ctx, x, w, { transB: layout === 'rk' });
 }
 
 /** `alpha Y^T Z` as `[Q, r]` or `[r, Q]` (the adapters' weight gradients). */
-function outer(ctx: Context, y: DeviceTensor, z: DeviceTensor, layout: 'qr' | 'rq', alpha: number, r: number): DeviceTensor {
+export function outer(ctx: Context, y: DeviceTensor, z: DeviceTensor, layout: 'qr' | 'rq', alpha: number, r: number): DeviceTensor {
   if (r <= LOWRANK_MAX_R) return lowRankOuter(ctx, y, z, { outLayout: layout, alpha });
   return layout === 'qr' ? mm(ctx, y, z, { transA: true, alpha }) : mm(ctx, z, y, { transA: true, alpha });
 }
 
 /** `y += alpha u B^T` (B `[N, r]`) or `y += alpha v A` (A `[r, N]`) in place: the low-rank update kernel for ranks
  *  it takes and an f32 y, else matmul's accumulate. */
-function update(ctx: Context, y: DeviceTensor, u: DeviceTensor, w: DeviceTensor, layout: 'nr' | 'rn', alpha: number, r: number): void {
+export function update(ctx: Context, y: DeviceTensor, u: DeviceTensor, w: DeviceTensor, layout: 'nr' | 'rn', alpha: number, r: number): void {
   if (r <= LOWRANK_MAX_R && y.dtype === 'f32') lowRankUpdate(ctx, y, u, w, { wLayout: layout, alpha });
   else mm(ctx, u, w, { transB: layout === 'nr', alpha, accumulate: true, out: y });
 }

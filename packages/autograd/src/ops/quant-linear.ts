@@ -41,13 +41,20 @@ function asF16(ctx: Context, t: DeviceTensor): { h: DeviceTensor; owned: boolean
   return t.dtype === 'f16' ? { h: t, owned: false } : { h: cast(ctx, t, 'f16'), owned: true };
 }
 
-/** `a [M, k] @ W^T` (or `@ W` with `back`) on f16 inputs with W dequantized into a transient f16 matrix that is
- *  released as soon as the product is encoded (the pool reuses it for the next layer's). */
-function dequantProduct(ctx: Context, a: DeviceTensor, w: QuantTensor, back: boolean, bias?: DeviceTensor): DeviceTensor {
-  const { h, owned } = asF16(ctx, flat2(a));
+/** `h [M, k] @ W^T` (or `@ W` with `back`), h f16 and 2-D, with W dequantized into a transient f16 matrix that
+ *  is released as soon as the product is encoded (the pool reuses it for the next layer's): nothing of W's size
+ *  outlives the call. f32 output `[M, N]` (or `[M, K]`). */
+export function dequantMatmul(ctx: Context, h: DeviceTensor, w: QuantTensor, back: boolean, bias?: DeviceTensor): DeviceTensor {
   const wd = dequantize(ctx, w, 'f16');
   const y = mm(ctx, h, wd, { transB: !back, bias });
   ctx.release(wd.buffer);
+  return y;
+}
+
+/** {@link dequantMatmul} of `a` (any rank, cast to f16 for the product when it is not f16). */
+function dequantProduct(ctx: Context, a: DeviceTensor, w: QuantTensor, back: boolean, bias?: DeviceTensor): DeviceTensor {
+  const { h, owned } = asF16(ctx, flat2(a));
+  const y = dequantMatmul(ctx, h, w, back, bias);
   if (owned) ctx.release(h.buffer);
   return { ...y, shape: [...a.shape.slice(0, -1), back ? w.layout.K : w.layout.N] };
 }
