@@ -9,8 +9,8 @@
 //   node lora-step-1b.mjs [--compute f16|f32] [--weights f16|bf16|f32] [--layers 22] [--hidden 2048] [--inter 5632]
 //                         [--heads 32] [--kv 4] [--vocab 32000] [--batch 4] [--seq 512] [--r 16] [--steps 10]
 //                         [--warmup 3] [--checkpointing] [--profile] [--quick] [--tc-min-big N]
-//                         [--lowrank-rows 1|2] [--lowrank-outer 1|2] [--lowrank-wg N]
-// --lowrank-rows / --lowrank-outer 1|2, --lowrank-wg N: tuning, the low-rank kernels' variants (lowRankTuning).
+//                         [--lowrank-wg N]
+// --lowrank-wg N: tuning, the workgroups lowRankOuter aims for (lowRankTuning.workgroups).
 // --tc-min-big: tuning, the tile count from which the tensor-core matmul takes its big tile (tcTuning.minBigTiles).
 import { createContext, lowRankTuning, tcTuning, type DType } from '@rusty/backend';
 import { AdamW, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
@@ -40,8 +40,6 @@ const warmup = num('--warmup', quick ? 1 : 3);
 
 const ctx = await createContext({ profile: flag('--profile') });
 if (args.includes('--tc-min-big')) tcTuning.minBigTiles = num('--tc-min-big', tcTuning.minBigTiles);
-if (args.includes('--lowrank-rows')) lowRankTuning.rows = num('--lowrank-rows', 1) === 2 ? 2 : 1;
-if (args.includes('--lowrank-outer')) lowRankTuning.outer = num('--lowrank-outer', 2) === 2 ? 2 : 1;
 if (args.includes('--lowrank-wg')) lowRankTuning.workgroups = num('--lowrank-wg', lowRankTuning.workgroups);
 const config = parseModelConfig({
   model_type: 'llama',

@@ -17,13 +17,14 @@ const stored = (v: Float64Array, dtype: 'f32' | 'f16') => (dtype === 'f16' ? h16
 const tuned = { ...lowRankTuning };
 afterAll(() => Object.assign(lowRankTuning, tuned));
 
-// v1; v2 with many chunks of one tile; v2 with few chunks of several tiles (its next-tile loads in flight)
+// lowRankOuter with many chunks of one tile, and with few chunks of several tiles (its next-tile loads in flight),
+// in 64- and 32-row tiles
 describe.each([
-  [1, 384],
-  [2, 384],
-  [2, 2],
-] as const)('low-rank products (LoRA: x A^T, dY B, dY^T u, v^T x), variant %d, %d workgroups', (variant, workgroups) => {
-  beforeAll(() => Object.assign(lowRankTuning, { rows: variant, outer: variant, workgroups }));
+  [768, 64],
+  [2, 64],
+  [2, 32],
+] as const)('low-rank products (LoRA: x A^T, dY B, dY^T u, v^T x), %d workgroups, %d-row tiles', (workgroups, tileRows) => {
+  beforeAll(() => Object.assign(lowRankTuning, { workgroups, tileRows }));
   it.each([
     ['rk', 'f32', 'f32', 37, 75, 5],
     ['kr', 'f16', 'f32', 21, 130, 16],

@@ -1,8 +1,6 @@
 import rowsWgsl from '../../../../../shaders/lowrank-rows.wgsl';
-import outerWgsl from '../../../../../shaders/lowrank-outer.wgsl';
 import finishWgsl from '../../../../../shaders/lowrank-outer-finish.wgsl';
-import rowsV2Wgsl from '../../../../../shaders/lowrank-rows-v2.wgsl';
-import outerV2Wgsl from '../../../../../shaders/lowrank-outer-v2.wgsl';
+import outerWgsl from '../../../../../shaders/lowrank-outer.wgsl';
 import updateWgsl from '../../../../../shaders/lowrank-update.wgsl';
 import { assertFloat, checkBindable, checkOut, fmtShape } from '../../checks';
 import type { Context } from '../../context';
@@ -16,22 +14,22 @@ import { empty, type DeviceTensor } from '../../tensor';
  *  slowly and run on matmul). */
 export const LOWRANK_MAX_R = 32;
 
-/** Tuning of the low-rank kernels (a benchmark may change it): `rows` / `outer` pick the kernel variant of
- *  {@link lowRankProject} / {@link lowRankOuter}: 1 (one element per load, `shaders/lowrank-rows.wgsl` /
- *  `lowrank-outer.wgsl`) or 2 (64 x 64 tiles read in pairs, the next tile's loads in flight, `-v2`; taken where the
- *  adapter gives a workgroup {@link V2_WORKGROUP_BYTES} of memory); `workgroups`: how many workgroups v2 aims for
- *  (the chunk count follows); `probe` (benchmarks only, results wrong): v2 with its sums or its loads left out. */
-export const lowRankTuning: { rows: 1 | 2; outer: 1 | 2; workgroups: number; probe?: 'no-sum' | 'no-load' } = { rows: 1, outer: 2, workgroups: 768 };
+/** Tuning of the low-rank kernels (a benchmark may change it): `workgroups`, how many workgroups
+ *  {@link lowRankOuter} aims for (the chunk count follows; 768 measured best in the 1.1B LoRA step on an H100,
+ *  docs/PERFORMANCE.md); `tileRows`, the rows of Y it stages per step (64, or 32 where the adapter gives a
+ *  workgroup less than {@link outerBytes}(64); unset: chosen so); `probe` (benchmarks only, results wrong): its sums
+ *  or its loads of Y left out. */
+export const lowRankTuning: { workgroups: number; tileRows?: 32 | 64; probe?: 'no-sum' | 'no-load' } = { workgroups: 768 };
 
-/** Workgroup memory of the v2 kernels at the largest rank (64 x 65 f32 tile + 64 x 8 vec4). */
-const V2_WORKGROUP_BYTES = 64 * 65 * 4 + 64 * 8 * 16;
+/** Workgroup memory of lowrank-outer at the largest rank: the f32 Y tile [rows x 64] and Z [rows x 8 vec4]. */
+const outerBytes = (rows: number) => rows * 64 * 4 + rows * 8 * 16;
 
-function variantOf(ctx: Context, which: 'rows' | 'outer'): 1 | 2 {
-  if (lowRankTuning[which] === 1) return 1;
-  return (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384) >= V2_WORKGROUP_BYTES ? 2 : 1;
+function outerTileRows(ctx: Context): 32 | 64 {
+  if (lowRankTuning.tileRows) return lowRankTuning.tileRows;
+  return (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384) >= outerBytes(64) ? 64 : 32;
 }
 
-/** Chunks of `tiles` 64-wide tiles such that `blocks * chunks` is about `lowRankTuning.workgroups`. */
+/** Chunks of `tiles` tiles such that `blocks * chunks` is about `lowRankTuning.workgroups`. */
 function chunking(tiles: number, blocks: number): { per: number; parts: number } {
   const want = Math.max(1, Math.min(tiles, Math.round(lowRankTuning.workgroups / blocks)));
   const per = Math.ceil(tiles / want);
@@ -75,17 +73,6 @@ function rowsCode(R: number): string {
   }, n, (i) => (4 * i + 3 >= R ? `cg + ${4 * i}u < R` : null));
 }
 
-/** lowrank-outer for rank R: R accumulators per thread; four rows per step up to rank 16. */
-function outerCode(R: number): string {
-  const quad = R <= 16;
-  return unrolled(outerWgsl, R, {
-    decl: (j) => `var a_${j} = 0.0;`,
-    fma: (j) => `a_${j} += y0 * zs[zo + ${j}u];`,
-    fma4: (j) => (!quad ? '' : `a_${j} += y0 * zs[zo + ${j}u]; a_${j} += y1 * zs[zo + ${R + j}u]; a_${j} += y2 * zs[zo + ${2 * R + j}u]; a_${j} += y3 * zs[zo + ${3 * R + j}u];`),
-    store: (j) => `part[o + ${j}u] = a_${j};`,
-  }, R);
-}
-
 function checkR(r: number, what: string): void {
   if (!Number.isInteger(r) || r < 1 || r > LOWRANK_MAX_R) throw new ShapeError(`${what}: rank ${r} must be 1..${LOWRANK_MAX_R}`);
 }
@@ -123,27 +110,6 @@ export function lowRankProject(ctx: Context, x: DeviceTensor, w: DeviceTensor, o
   if (opts.out) checkOut(opts.out, [T, R], 'lowRankProject: out', 'f32', [x, w]);
   checkBindable(ctx, 'lowRankProject', [x, 'X']);
   const nt = Math.ceil(T / 64);
-  if (variantOf(ctx, 'rows') === 2) {
-    const { per, parts } = chunking(Math.ceil(K / 64), nt);
-    const part = empty(ctx, [parts, T, R]);
-    const probe = probeCode();
-    const k = cachedKernel(ctx, `core:lowrank-rows-v2:${R}:${x.dtype}:${w.dtype}:${probe}`, () => ({
-      name: 'lowrank-rows-v2',
-      code: pairReader('x', x.dtype) + rowsV2Wgsl,
-      consts: { R, RV: Math.ceil(R / 4), PROBE: probe },
-      bindings: [
-        { name: 'x', access: 'read', dtype: x.dtype },
-        { name: 'w', access: 'read', dtype: w.dtype },
-        { name: 'part', access: 'rw', dtype: 'f32' },
-      ],
-      params: ['u32:T', 'u32:K', 'u32:wt', 'u32:tiles', 'u32:nt', 'u32:row'],
-    }));
-    const wg = grid2d(nt * parts);
-    ctx.dispatch(k, [x.buffer, w.buffer, part.buffer], wg, [T, K, layout === 'kr' ? 1 : 0, per, nt, wg[0]]);
-    const out = opts.out ?? empty(ctx, [T, R]);
-    finish(ctx, part, out, T, R, parts, false, opts);
-    return out;
-  }
   // K chunks (multiples of 32) so that ~512 workgroups share the work, each at least 32 wide
   const S = Math.max(1, Math.min(Math.ceil(K / 32), Math.ceil(512 / nt)));
   const kchunk = Math.ceil(K / S / 32) * 32;
@@ -215,47 +181,24 @@ export function lowRankOuter(ctx: Context, y: DeviceTensor, z: DeviceTensor, opt
   if (opts.accumulate && !opts.out) throw new ShapeError('lowRankOuter: accumulate needs out');
   if (opts.out) checkOut(opts.out, shape, 'lowRankOuter: out', 'f32', [y, z]);
   checkBindable(ctx, 'lowRankOuter', [y, 'Y']);
-  if (variantOf(ctx, 'outer') === 2) {
-    const nq = Math.ceil(Q / 64);
-    const { per, parts } = chunking(Math.ceil(T / 64), nq);
-    const part = empty(ctx, [parts, Q, R]);
-    const probe = probeCode();
-    const k = cachedKernel(ctx, `core:lowrank-outer-v2:${R}:${y.dtype}:${z.dtype}:${probe}`, () => ({
-      name: 'lowrank-outer-v2',
-      code: pairReader('y', y.dtype) + outerV2Wgsl,
-      consts: { R, RV: Math.ceil(R / 4), PROBE: probe },
-      bindings: [
-        { name: 'y', access: 'read', dtype: y.dtype },
-        { name: 'z', access: 'read', dtype: z.dtype },
-        { name: 'part', access: 'rw', dtype: 'f32' },
-      ],
-      params: ['u32:T', 'u32:Q', 'u32:tiles', 'u32:nq', 'u32:row'],
-    }));
-    const wg = grid2d(nq * parts);
-    ctx.dispatch(k, [y.buffer, z.buffer, part.buffer], wg, [T, Q, per, nq, wg[0]]);
-    const out = opts.out ?? empty(ctx, shape);
-    finish(ctx, part, out, Q, R, parts, layout === 'rq', opts);
-    return out;
-  }
-  const nq = Math.ceil(Q / 256);
-  // enough chunks for ~4 workgroups per compute unit of a large GPU, each at least 64 rows
-  const S = Math.max(1, Math.min(Math.ceil(T / 64), Math.ceil(512 / nq)));
-  const chunk = Math.ceil(T / S);
-  const parts = Math.ceil(T / chunk);
+  const TT = outerTileRows(ctx);
+  const nq = Math.ceil(Q / 64);
+  const { per, parts } = chunking(Math.ceil(T / TT), nq);
   const part = empty(ctx, [parts, Q, R]);
-  const kOuter = cachedKernel(ctx, `core:lowrank-outer:${R}:${y.dtype}:${z.dtype}`, () => ({
+  const probe = probeCode();
+  const k = cachedKernel(ctx, `core:lowrank-outer:${R}:${TT}:${y.dtype}:${z.dtype}:${probe}`, () => ({
     name: 'lowrank-outer',
-    code: outerCode(R),
-    consts: { R, QUAD: R <= 16 },
+    code: pairReader('y', y.dtype) + outerWgsl,
+    consts: { R, RV: Math.ceil(R / 4), TT, PROBE: probe },
     bindings: [
       { name: 'y', access: 'read', dtype: y.dtype },
       { name: 'z', access: 'read', dtype: z.dtype },
       { name: 'part', access: 'rw', dtype: 'f32' },
     ],
-    params: ['u32:T', 'u32:Q', 'u32:chunk', 'u32:nq', 'u32:row'],
+    params: ['u32:T', 'u32:Q', 'u32:tiles', 'u32:nq', 'u32:row'],
   }));
   const wg = grid2d(nq * parts);
-  ctx.dispatch(kOuter, [y.buffer, z.buffer, part.buffer], wg, [T, Q, chunk, nq, wg[0]]);
+  ctx.dispatch(k, [y.buffer, z.buffer, part.buffer], wg, [T, Q, per, nq, wg[0]]);
   const out = opts.out ?? empty(ctx, shape);
   finish(ctx, part, out, Q, R, parts, layout === 'rq', opts);
   return out;
