@@ -5,11 +5,14 @@
  * - `gemvChecks` (`--gemv-checks`) and `i8Checks` (`--i8-checks`; `--checks`: both): the GPU check list: every GEMV
  *   case of `gemvGpuCases` (unrolled kernels, every format, 1-16 rows, odd sizes, each swept tuning) and every int8
  *   case of `i8Cases` (portable and tensor-core kernels, every tile) against float64;
- * - `copy`: the vec4 copy kernel's bandwidth (bytes read + written), the yardstick of the GEMV;
- * - `gemv` (`--gemv`): the decode shapes (1, 4 and 16 rows): kernel time (profiler) with the weight rotated over
- *   enough copies to exceed the L2 cache several times, bytes read (codes + scales + x), GB/s and the fraction of
- *   the copy bandwidth, beside the f16 GEMV (`gemv16`, same kernel) and the f16 `matmul` of the same shape;
- *   first a sweep of rows per workgroup x threads on int4 (the chosen tuning is the best mean);
+ * - `copy`: the GPU's copy bandwidth (bytes read + written) after a spin-up: the vec4 copy kernel at 1-8 vec4s per
+ *   thread and copyBufferToBuffer; the best is the GEMV's yardstick;
+ * - `gemv` (`--gemv`): the decode shapes (1, 4 and 16 rows): time per GEMV dispatched back to back in one pass
+ *   (each after a spin-up of the GPU's clock, median of 5 passes) with the weight rotated over enough copies to
+ *   exceed the L2 cache several times, bytes the kernel reads (codes + scales + x), GB/s and the fraction of the
+ *   copy bandwidth, beside the f16 GEMV (`gemv16`, same generator, its own tuned layout) and the f16 `matmul`;
+ *   first (`gemvSweep`) a sweep of the layouts (entry point, rows, threads, lanes per row) for few and many rows
+ *   of X on int4/64 and f16 weights: the chosen tuning is the best geometric mean;
  * - `int8` (`--int8`): int8 x int8 TOPS at 4096^3 (each tensor-core tile, the portable kernel, and int8Linear with
  *   the row quantization) beside the f16 tensor-core `matmul` TFLOP/s of the same shape;
  * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
@@ -21,9 +24,9 @@ import { createContext, type Context } from '../context';
 import { kernelsReady } from '../kernel-cache';
 import { matmul, matmulPath } from '../ops/core/matmul';
 import { copy } from '../ops/core/transpose';
-import { quantBytes, quantLayout, quantSpec, type QuantSpec } from '../ops/quant/formats';
-import { gemv16, gemv16Dispatch, gemvTuning, quantGemvDispatch, type GemvDispatch } from '../ops/quant/gemv';
-import { GEMV_TOL, gemvCaseName, gemvGpuCases, runGemvCase } from '../ops/quant/gemv.cases';
+import { quantBytes, quantLayout, quantSpec, type QuantSpec, type QuantTensor } from '../ops/quant/formats';
+import { gemv16Dispatch, gemvTuning, gemvTuningCopy, quantGemvDispatch, type GemvClass, type GemvDispatch, type GemvSetting } from '../ops/quant/gemv';
+import { GEMV_SWEEP_LAYOUTS, GEMV_TOL, gemvCaseName, gemvGpuCases, runGemvCase } from '../ops/quant/gemv.cases';
 import { contextI8Plan, I8_TILES, i8Tuning, i8TcFailures, i8TensorCoresReady, i8TileProblem, int8Linear, int8Matmul, lastI8Kernel, quantizeRowsI8 } from '../ops/quant/int8-linear';
 import { i8Cases, runI8Case } from '../ops/quant/int8-linear.cases';
 import { quantLinear, quantLinearBackward } from '../ops/quant/qmatmul';
@@ -58,6 +61,7 @@ async function gpuTime(ctx: Context, names: string[], f: () => void): Promise<nu
   await ctx.sync();
   const wall = (performance.now() - t0) / 1e3 / reps;
   if (!ctx.profiler.enabled) return wall;
+  await ctx.profiler.summary(); // earlier passes' timestamps land before the reset, not in this count
   ctx.profiler.reset();
   for (let i = 0; i < reps; i++) f();
   await ctx.sync();
@@ -256,16 +260,62 @@ async function main() {
   ctx.destroy();
 }
 
-/** The vec4 copy kernel's bandwidth (bytes read + written) on 1 GiB, best of three timings. */
-async function measureCopy(ctx: Context): Promise<{ bytes: number; GBps: number; runs: number[] }> {
+/** Buffers the spin-up copies between (allocated once). */
+let spinBufs: [DeviceTensor, DeviceTensor] | null = null;
+
+/**
+ * Keep the GPU busy with back-to-back 256 MiB copies for `ms` milliseconds of wall time. The H100 idles at a low
+ * clock (345 MHz seen) and reaches its running clock only under sustained work: every timing below starts with
+ * this, so that no measurement pays the ramp.
+ */
+async function spinUp(ctx: Context, ms: number): Promise<void> {
+  const n = quick ? 1 << 20 : 1 << 26;
+  spinBufs ??= [empty(ctx, [n]), empty(ctx, [n])];
+  const [a, b] = spinBufs;
+  const t0 = performance.now();
+  while (performance.now() - t0 < ms) {
+    for (let i = 0; i < 4; i++) copy(ctx, a, { out: b });
+    await ctx.sync();
+  }
+  if (ctx.profiler.enabled) {
+    await ctx.profiler.summary();
+    ctx.profiler.reset();
+  }
+}
+
+/** The GPU's copy bandwidth (bytes read + written per second) on 1 GiB, after a spin-up: the vec4 copy kernel
+ *  at 1, 2, 4 and 8 vec4s per thread (profiler, best of three timings of `reps` each), and the queue's
+ *  copyBufferToBuffer (wall time of 16 copies, so slightly low). `GBps` is the best of all: the yardstick. */
+async function measureCopy(ctx: Context): Promise<{ bytes: number; GBps: number; kernel: Record<string, number>; bufferCopy: number }> {
   const n = quick ? 1 << 20 : 1 << 28; // f32 elements: 1 GiB
   const src = empty(ctx, [n]);
   const dst = empty(ctx, [n]);
-  const runs: number[] = [];
-  for (let i = 0; i < 3; i++) runs.push((8 * n) / (await gpuTime(ctx, ['transpose-copy'], () => copy(ctx, src, { out: dst }))) / 1e9);
+  await spinUp(ctx, 300);
+  const kernel: Record<string, number> = {};
+  for (const per of [1, 2, 4, 8]) {
+    let best = 0;
+    for (let i = 0; i < 3; i++) best = Math.max(best, (8 * n) / (await gpuTime(ctx, ['transpose-copy'], () => copy(ctx, src, { out: dst, perThread: per }))) / 1e9);
+    kernel[`perThread${per}`] = best;
+  }
   release(ctx, src, dst);
-  log(`copy: ${runs.map((r) => r.toFixed(0)).join(', ')} GB/s`);
-  return { bytes: 8 * n, GBps: Math.max(...runs), runs };
+  const dev = ctx.device;
+  const usage = GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+  const [a, b] = [dev.createBuffer({ size: 4 * n, usage }), dev.createBuffer({ size: 4 * n, usage })];
+  const copies = async (k: number) => {
+    const enc = dev.createCommandEncoder();
+    for (let i = 0; i < k; i++) enc.copyBufferToBuffer(a, 0, b, 0, 4 * n);
+    dev.queue.submit([enc.finish()]);
+    await dev.queue.onSubmittedWorkDone();
+  };
+  await copies(16);
+  const t0 = performance.now();
+  await copies(16);
+  const bufferCopy = (16 * 8 * n) / ((performance.now() - t0) / 1e3) / 1e9;
+  a.destroy();
+  b.destroy();
+  const GBps = Math.max(bufferCopy, ...Object.values(kernel));
+  log(`copy (read + written): kernel ${Object.entries(kernel).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(', ')}; copyBufferToBuffer ${bufferCopy.toFixed(0)} GB/s`);
+  return { bytes: 8 * n, GBps, kernel, bufferCopy };
 }
 
 /** Sum over shapes of log(time / the shape's best time): lower is better (a geometric-mean ranking). */
@@ -276,10 +326,12 @@ function rank(times: number[][]): number[] {
 
 /**
  * GPU time (s) per dispatch of GEMVs encoded back to back in ONE compute pass, timestamps at its start and end
- * (no pass per dispatch as under the profiler): `reps` rounds over `list` (weights rotated). Each dispatch writes
- * the same y, so consecutive ones are ordered as a decode step's layers are.
+ * (no pass per dispatch as under the profiler): `rounds` rounds over `list` (weights rotated over copies that
+ * exceed the L2 cache several times). Each dispatch writes the same y, so consecutive ones are ordered as a
+ * decode step's layers are (the barrier between them is part of the time). A 30 ms spin-up and one untimed
+ * pass first; then the median of 5 timed passes (`min` the fastest, `spread` (max - min) / median).
  */
-async function streamTime(ctx: Context, list: GemvDispatch[], rounds: number): Promise<number> {
+async function streamTime(ctx: Context, list: GemvDispatch[], rounds: number): Promise<{ t: number; min: number; spread: number }> {
   const dev = ctx.device;
   const qs = dev.createQuerySet({ type: 'timestamp', count: 2 });
   const res = dev.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
@@ -294,9 +346,9 @@ async function streamTime(ctx: Context, list: GemvDispatch[], rounds: number): P
       entries: [{ binding: 0, resource: { buffer: ub, offset: 0, size: 256 } }, ...d.buffers.map((b, i) => ({ binding: i + 1, resource: { buffer: b.gpu } }))],
     }),
   );
-  await ctx.sync();
-  let best = Infinity;
-  for (let trial = 0; trial < 3; trial++) {
+  await spinUp(ctx, 30);
+  const times: number[] = [];
+  for (let trial = 0; trial < 6; trial++) {
     const enc = dev.createCommandEncoder();
     const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
     for (let r = 0; r < rounds; r++)
@@ -312,122 +364,157 @@ async function streamTime(ctx: Context, list: GemvDispatch[], rounds: number): P
     await rd.mapAsync(GPUMapMode.READ);
     const t = new BigUint64Array(rd.getMappedRange().slice(0));
     rd.unmap();
-    best = Math.min(best, Number(t[1]! - t[0]!) / 1e9 / (rounds * list.length));
+    if (trial > 0) times.push(Number(t[1]! - t[0]!) / 1e9 / (rounds * list.length));
   }
   for (const b of [qs, res, rd, ub]) b.destroy();
-  return best;
+  times.sort((a, b) => a - b);
+  const med = times[Math.floor(times.length / 2)]!;
+  return { t: med, min: times[0]!, spread: (times[times.length - 1]! - times[0]!) / med };
+}
+
+const layoutName = (v: GemvSetting) => (v.subgroupRows ? `rows r${v.rows} l${v.lanes} t${v.threads}` : `main r${v.rows} t${v.threads}`);
+
+/** A weight rotated over copies for timing: its dispatch list for x and y (under the current tuning). */
+interface Rotated {
+  bytes: number;
+  plan: (x: DeviceTensor, y: DeviceTensor) => GemvDispatch[];
+  free: () => void;
+}
+
+const copiesFor = (bytes: number) => Math.max(2, Math.min(64, Math.ceil((quick ? 1 << 24 : 400e6) / bytes)));
+
+function rotatedQuant(ctx: Context, w16: DeviceTensor, spec: QuantSpec): Rotated & { qs: QuantTensor[] } {
+  const [N, K] = w16.shape as [number, number];
+  const l = quantLayout(spec, N, K);
+  const qs = Array.from({ length: copiesFor(quantBytes(spec, N, K)) }, () => quantize(ctx, w16, spec));
+  const sc = qs.map((q) => quantScales(ctx, q));
+  // the bytes the GEMV kernel reads of W: codes and its scales as it reads them (double-quantized scales are
+  // decoded to f32 by a separate dispatch first, not timed here)
+  const scaleBytes = N * l.nb * (spec.doubleQuant || l.scaleDtype !== 'f16' ? 4 : 2);
+  return {
+    qs,
+    bytes: N * l.wpr * 4 + scaleBytes,
+    plan: (x, y) => qs.map((q, j) => quantGemvDispatch(ctx, x, q, sc[j]!.scales, y)),
+    free: () => {
+      for (const v of sc) if (v.owned) ctx.release(v.scales.buffer);
+      for (const q of qs) releaseQuant(ctx, q);
+    },
+  };
+}
+
+function rotatedF16(ctx: Context, w16: DeviceTensor): Rotated {
+  const [N, K] = w16.shape as [number, number];
+  const ws = Array.from({ length: copiesFor(2 * N * K) }, () => copy(ctx, w16));
+  return { bytes: 2 * N * K, plan: (x, y) => ws.map((w) => gemv16Dispatch(ctx, x, w, y)), free: () => release(ctx, ...ws) };
+}
+
+/** Time (s, median) per GEMV of M rows over a rotated weight, under the current tuning. */
+async function timeRotated(ctx: Context, w: Rotated, M: number, K: number, N: number) {
+  const x = upload(ctx, randomData(M * K, 9), [M, K]);
+  const y = empty(ctx, [M, N]);
+  const list = w.plan(x, y);
+  const r = await streamTime(ctx, list, Math.max(2, Math.ceil(150 / list.length)));
+  release(ctx, x, y);
+  return r;
 }
 
 /** The decode GEMV section (see the header). */
 async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<void> {
   const copyGBps = (out.copy as { GBps: number }).GBps;
-  const rotateBytes = quick ? 1 << 24 : 400e6; // several times the 50 MB L2
-  const copiesFor = (bytes: number) => Math.max(2, Math.min(64, Math.ceil(rotateBytes / bytes)));
   const int4 = quantSpec('int4', 64);
-  /** Kernel time of y = x W^T over rotated copies of one weight. */
-  const timeQuant = async (N: number, K: number, M: number, spec: QuantSpec, w16: DeviceTensor) => {
-    const n = copiesFor(quantBytes(spec, N, K));
-    const qs = Array.from({ length: n }, () => quantize(ctx, w16, spec));
-    const x = upload(ctx, randomData(M * K, 9), [M, K]);
-    const y = empty(ctx, [M, N]);
-    let i = 0;
-    const tIso = isolated ? await gpuTime(ctx, ['dequant-gemv-sg'], () => quantLinear(ctx, x, qs[i++ % n]!, { out: y, variant: 'gemv' })) : NaN;
-    const sc = qs.map((q) => quantScales(ctx, q));
-    const t = await streamTime(ctx, qs.map((q, j) => quantGemvDispatch(ctx, x, q, sc[j]!.scales, y)), Math.max(2, Math.ceil(200 / n)));
-    for (const v of sc) if (v.owned) ctx.release(v.scales.buffer);
-    const ref = matmul(ctx, x, dequantize(ctx, qs[0]!), { transB: true });
-    quantLinear(ctx, x, qs[0]!, { out: y, variant: 'gemv' });
-    const err = relErr(await download(ctx, y), await download(ctx, ref));
-    for (const q of qs) releaseQuant(ctx, q);
-    release(ctx, x, y, ref);
-    ctx.trimPool();
-    return { t, tIso, err, l: quantLayout(spec, N, K) };
-  };
-  let isolated = false;
-  // sweep: rows of W per workgroup x threads, int4/64, one row of X
-  const sweepShapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [5632, 2048], [2048, 2048]];
-  const variants: { rows: number; threads: number; subgroupRows: boolean }[] = [];
-  for (const subgroupRows of [false, true]) for (const rows of [1, 2, 4, 8]) for (const threads of [0, 64, 128, 256]) variants.push({ rows, threads, subgroupRows });
-  const sweep: number[][] = variants.map(() => []);
-  for (const [N, K] of sweepShapes) {
-    const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
-    for (const [vi, v] of variants.entries()) {
-      Object.assign(gemvTuning, v);
-      sweep[vi]!.push((await timeQuant(N, K, 1, int4, w16)).t * 1e6);
+  const t0 = performance.now();
+  // sweep: the layouts of each class of row counts (M = 1, 4, 16), int4/64 and f16 weights
+  const bigShapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [2048, 5632]];
+  const sweepOf = async (kind: 'int4' | 'f16', cls: GemvClass, M: number, shapes: [number, number][]) => {
+    const layouts = GEMV_SWEEP_LAYOUTS[cls];
+    const times: number[][] = layouts.map(() => []);
+    for (const [N, K] of shapes) {
+      const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
+      const w = kind === 'int4' ? rotatedQuant(ctx, w16, int4) : rotatedF16(ctx, w16);
+      for (const [vi, v] of layouts.entries()) {
+        (kind === 'int4' ? gemvTuning : gemvTuning.float)[cls] = { ...v };
+        times[vi]!.push((await timeRotated(ctx, w, M, K, N)).t * 1e6);
+      }
+      w.free();
+      release(ctx, w16);
+      ctx.trimPool();
     }
-    release(ctx, w16);
-  }
-  const r1 = rank(sweep);
-  const best = variants[r1.indexOf(Math.min(...r1))]!;
-  Object.assign(gemvTuning, best);
-  // rows per workgroup for 16 rows of X
-  const manyVariants = [1, 2, 4];
-  const manySweep: number[][] = manyVariants.map(() => []);
-  for (const [N, K] of sweepShapes.slice(0, 2)) {
-    const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
-    for (const [vi, rowsMany] of manyVariants.entries()) {
-      gemvTuning.rowsMany = rowsMany;
-      manySweep[vi]!.push((await timeQuant(N, K, 16, int4, w16)).t * 1e6);
-    }
-    release(ctx, w16);
-  }
-  const r16 = rank(manySweep);
-  gemvTuning.rowsMany = manyVariants[r16.indexOf(Math.min(...r16))]!;
-  out.gemvSweep = {
-    shapes: sweepShapes,
-    oneRow: variants.map((v, vi) => ({ ...v, us: sweep[vi]!.map((t) => +t.toFixed(2)) })),
-    sixteenRows: manyVariants.map((rowsMany, vi) => ({ rowsMany, us: manySweep[vi]!.map((t) => +t.toFixed(2)) })),
-    chosen: { ...gemvTuning },
+    const r = rank(times);
+    const best = layouts[r.indexOf(Math.min(...r))]!;
+    (kind === 'int4' ? gemvTuning : gemvTuning.float)[cls] = { ...best };
+    const res = { M, shapes, chosen: layoutName(best), us: Object.fromEntries(layouts.map((v, vi) => [layoutName(v), times[vi]!.map((t) => +t.toFixed(2))])) };
+    log(`gemv sweep ${kind} ${cls}: chosen ${res.chosen}; ${JSON.stringify(res.us)}`);
+    return res;
   };
-  log(`gemv sweep: ${JSON.stringify(out.gemvSweep)}`);
+  const sweep = {
+    int4One: await sweepOf('int4', 'one', 1, bigShapes),
+    int4Few: await sweepOf('int4', 'few', 4, bigShapes),
+    int4Many: await sweepOf('int4', 'many', 16, bigShapes.slice(0, 3)),
+    f16One: await sweepOf('f16', 'one', 1, bigShapes.slice(0, 3)),
+    f16Few: await sweepOf('f16', 'few', 4, bigShapes.slice(0, 3)),
+    f16Many: await sweepOf('f16', 'many', 16, bigShapes.slice(0, 2)),
+    chosen: gemvTuningCopy(),
+    seconds: (performance.now() - t0) / 1e3,
+  };
+  out.gemvSweep = sweep;
+  log(`gemv sweep chosen: ${JSON.stringify(sweep.chosen)} (${sweep.seconds.toFixed(0)} s)`);
 
+  // the decode table: f16 GEMV, f16 matmul and each quantized format at 1, 4 and 16 rows
   const shapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [5632, 2048], [2048, 5632], [2048, 2048], [256, 2048]];
-  const rows: Record<string, unknown>[] = [];
-  isolated = true;
+  const Ms = [1, 4, 16];
+  const rows: Record<string, Record<string, unknown>>[] = [];
   for (const [N, K] of shapes) {
     const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
-    const nf = copiesFor(2 * N * K);
-    const ws = Array.from({ length: nf }, () => copy(ctx, w16));
-    for (const M of [1, 4, 16]) {
+    const byM: Record<string, Record<string, unknown>>[] = Ms.map((M) => ({ shape: { N, K, M } }));
+    const f16 = rotatedF16(ctx, w16);
+    for (const [mi, M] of Ms.entries()) {
+      const { t, spread } = await timeRotated(ctx, f16, M, K, N);
+      const read = f16.bytes + 4 * M * K;
+      byM[mi]!.f16Gemv = { us: t * 1e6, spread, GBps: read / t / 1e9, ofCopy: read / t / 1e9 / copyGBps };
       const x = upload(ctx, randomData(M * K, 9), [M, K]);
       const y = empty(ctx, [M, N]);
-      let i = 0;
-      const tGIso = await gpuTime(ctx, ['gemv16'], () => gemv16(ctx, x, ws[i++ % nf]!, { out: y }));
-      const tG = await streamTime(ctx, ws.map((w) => gemv16Dispatch(ctx, x, w, y)), Math.max(2, Math.ceil(200 / nf)));
-      const tM = await gpuTime(ctx, ['matmul'], () => matmul(ctx, x, ws[i++ % nf]!, { transB: true, out: y }));
-      const f16Read = 2 * N * K + 4 * M * K;
-      const row: Record<string, unknown> = {
-        N, K, M,
-        f16Gemv: { us: tG * 1e6, usIsolated: tGIso * 1e6, GBps: f16Read / tG / 1e9, ofCopy: f16Read / tG / 1e9 / copyGBps },
-        f16Matmul: { us: tM * 1e6, GBps: f16Read / tM / 1e9 },
-      };
-      for (const [name, spec] of SPECS) {
-        const { t, tIso, err, l } = await timeQuant(N, K, M, spec, w16);
-        const scaleBytes = spec.doubleQuant ? N * l.nb * (1 + 4 / 256) : N * l.nb * (l.scaleDtype === 'f16' ? 2 : 4);
-        const read = N * l.wpr * 4 + scaleBytes + 4 * M * K;
-        row[name] = { us: t * 1e6, usIsolated: tIso * 1e6, bytesRead: read, GBps: read / t / 1e9, ofCopy: read / t / 1e9 / copyGBps, vsF16Gemv: tG / t, vsF16Matmul: tM / t, relErrVsDequantMatmul: err };
-      }
-      rows.push(row);
-      log(`gemv ${JSON.stringify(row)}`);
+      const tM = await gpuTime(ctx, ['matmul'], () => matmul(ctx, x, w16, { transB: true, out: y }));
+      byM[mi]!.f16Matmul = { us: tM * 1e6 };
       release(ctx, x, y);
     }
-    release(ctx, w16, ...ws);
+    f16.free();
+    for (const [name, spec] of SPECS) {
+      const q = rotatedQuant(ctx, w16, spec);
+      for (const [mi, M] of Ms.entries()) {
+        const { t, spread } = await timeRotated(ctx, q, M, K, N);
+        const read = q.bytes + 4 * M * K;
+        const x = upload(ctx, randomData(M * K, 9), [M, K]);
+        const y = empty(ctx, [M, N]);
+        quantLinear(ctx, x, q.qs[0]!, { out: y, variant: 'gemv' });
+        const ref = matmul(ctx, x, dequantize(ctx, q.qs[0]!), { transB: true });
+        const err = relErr(await download(ctx, y), await download(ctx, ref));
+        release(ctx, x, y, ref);
+        const tG = (byM[mi]!.f16Gemv as { us: number }).us / 1e6;
+        byM[mi]![name] = { us: t * 1e6, spread, bytesRead: read, GBps: read / t / 1e9, ofCopy: read / t / 1e9 / copyGBps, vsF16Gemv: tG / t, relErrVsDequantMatmul: err };
+      }
+      q.free();
+    }
+    for (const r of byM) log(`gemv ${JSON.stringify(r)}`);
+    rows.push(...byM);
+    release(ctx, w16);
     ctx.trimPool();
   }
-  // leave a stage out (results wrong, times only): where the int4 kernel's time goes
+  // leave a stage out (results wrong, times only): where the int4 kernel's time goes at one row
   const probes: Record<string, unknown>[] = [];
-  isolated = false;
-  for (const [N, K] of quick ? [[256, 512]] : [[14336, 4096], [4096, 4096]]) {
+  for (const [N, K] of quick ? [[256, 512]] : [[4096, 4096], [14336, 4096]]) {
     const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
+    const q = rotatedQuant(ctx, w16, int4);
     for (const probe of [undefined, 'no-x', 'no-deq'] as const) {
       gemvTuning.probe = probe;
-      probes.push({ N, K, probe: probe ?? 'none', us: (await timeQuant(N, K, 1, int4, w16)).t * 1e6 });
+      probes.push({ N, K, probe: probe ?? 'none', us: (await timeRotated(ctx, q, 1, K, N)).t * 1e6 });
     }
     gemvTuning.probe = undefined;
+    q.free();
     release(ctx, w16);
   }
+  log(`gemv probes: ${JSON.stringify(probes)}`);
   const copyAfter = await measureCopy(ctx);
-  out.gemv = { copyGBps, copyAfter, rotateBytes, rows, probes };
+  out.gemv = { copyGBps, copyAfter, rows, probes, seconds: (performance.now() - t0) / 1e3 };
 }
 
 /** The int8 section (see the header). */

@@ -8,7 +8,7 @@ import type { DType } from '../../dtype';
 import { download, empty, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { quantSpec, type QuantSpec } from './formats';
-import { gemv16, gemvTuning } from './gemv';
+import { gemv16, gemvTuning, gemvTuningCopy, setGemvTuning, type GemvClass, type GemvSetting } from './gemv';
 import { quantLinear } from './qmatmul';
 import { dequantizeRef } from './quant.ref';
 import { quantize, releaseQuant } from './quantize';
@@ -22,7 +22,28 @@ export interface GemvCase {
   K: number;
   x?: DType;
   bias?: boolean;
-  tune?: Partial<typeof gemvTuning>;
+  tune?: GemvTune;
+}
+
+/** A change of {@link gemvTuning} for one case: `few` applies to the classes `one` and `few` (every M below
+ *  manyFrom), `many` to `many`; both to quantized and 16-bit float weights alike. */
+export interface GemvTune {
+  few?: Partial<GemvSetting>;
+  many?: Partial<GemvSetting>;
+  unroll?: boolean;
+}
+
+/** Run f with `tune` applied to {@link gemvTuning}, restored after. */
+export async function withGemvTune<T>(tune: GemvTune | undefined, f: () => Promise<T>): Promise<T> {
+  const saved = gemvTuningCopy();
+  if (tune?.few) for (const set of [gemvTuning.one, gemvTuning.few, gemvTuning.float.one, gemvTuning.float.few]) Object.assign(set, tune.few);
+  if (tune?.many) for (const set of [gemvTuning.many, gemvTuning.float.many]) Object.assign(set, tune.many);
+  if (tune?.unroll !== undefined) gemvTuning.unroll = tune.unroll;
+  try {
+    return await f();
+  } finally {
+    setGemvTuning(saved);
+  }
 }
 
 /** Relative error a GEMV result must stay under (f32 accumulation in another order than float64). */
@@ -48,9 +69,7 @@ export function refLinear(x: ArrayLike<number>, w: ArrayLike<number>, b: ArrayLi
 /** Run one GEMV (quantLinear's gemv variant, or gemv16) and return its relative error against float64. */
 export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
   const { M, N, K } = c;
-  const saved = { ...gemvTuning };
-  Object.assign(gemvTuning, c.tune ?? {});
-  try {
+  return withGemvTune(c.tune, async () => {
     const xt = upload(ctx, randn(M * K, M + K + 5), [M, K], c.x ?? 'f32');
     const x = Float64Array.from(await download(ctx, xt));
     const bias = c.bias ? upload(ctx, randn(N, 3), [N], 'f16') : undefined;
@@ -74,13 +93,23 @@ export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
     const err = relErr(await download(ctx, out), refLinear(x, w, b, M, N, K));
     release(ctx, xt, out, ...(bias ? [bias] : []));
     return err;
-  } finally {
-    Object.assign(gemvTuning, saved);
-  }
+  });
 }
 
-/** The GPU check list: every format at 1, 4, 7 and 16 rows, odd and multiple-of-block sizes, each tuning of
- *  rows per workgroup and threads the benchmark sweeps. */
+const mainLayout = (rows: number, threads: number): GemvSetting => ({ rows, threads, subgroupRows: false, lanes: 0 });
+const rowsLayout = (rows: number, lanes: number, threads: number): GemvSetting => ({ rows, threads, subgroupRows: true, lanes });
+
+/** The layouts `quant-bench --gemv` sweeps for each class of row counts (timed at 1, 4 and 16 rows), pruned by the
+ *  first H100 sweep (2026-11-24: entry main_rows with 4, 8 or 16 lanes per row, and main with 2 rows, lost at 1
+ *  and 4 rows by 1.3-10x); every one is in the GPU check list. */
+export const GEMV_SWEEP_LAYOUTS: Record<GemvClass, GemvSetting[]> = {
+  one: [...[4, 8, 16].flatMap((r) => [64, 128, 256].map((t) => mainLayout(r, t))), rowsLayout(8, 32, 128)],
+  few: [...[4, 8, 16].flatMap((r) => [64, 128].map((t) => mainLayout(r, t))), rowsLayout(4, 32, 128), rowsLayout(8, 32, 128), rowsLayout(8, 32, 256)],
+  many: [...[1, 2, 4].map((r) => mainLayout(r, 0)), ...[8, 32].flatMap((l) => [1, 2, 4].flatMap((r) => [128, 256].map((t) => rowsLayout(r, l, t))))],
+};
+
+/** The GPU check list: every format at 1, 4, 7 and 16 rows, odd and multiple-of-block sizes, and each layout the
+ *  benchmark sweeps (rows, threads, entry point, lanes per row) on quantized and f16 weights. */
 export function gemvGpuCases(): GemvCase[] {
   const cases: GemvCase[] = [];
   const ws: GemvCase['w'][] = [quantSpec('int4', 64), quantSpec('int4', 32), quantSpec('int4', 128), quantSpec('nf4', 64), quantSpec('nf4', 64, true), quantSpec('int8', 0), quantSpec('int8', 32), 'f16', 'bf16'];
@@ -89,13 +118,20 @@ export function gemvGpuCases(): GemvCase[] {
       cases.push({ w, M, N: 301, K: 1024, bias: M === 4 });
       cases.push({ w, M, N: 77, K: 1000, x: M === 7 ? 'f16' : 'f32' });
     }
-  for (const rows of [1, 2, 4, 8])
-    for (const threads of [64, 128, 256]) cases.push({ w: quantSpec('int4', 64), M: 1, N: 263, K: 4096, tune: { rows, threads } });
-  for (const rowsMany of [1, 2, 4]) cases.push({ w: quantSpec('int4', 64), M: 16, N: 99, K: 2048, tune: { rowsMany } });
-  cases.push({ w: quantSpec('int4', 64), M: 16, N: 50, K: 256, tune: { rowsMany: 4, threads: 32 } }); // 64 outputs, 32 threads
-  // each subgroup owns its rows (main_rows)
-  for (const w of [quantSpec('int4', 64), quantSpec('nf4', 64), quantSpec('int8', 0), 'f16' as const])
-    for (const M of [1, 4, 16]) cases.push({ w, M, N: 301, K: 1000, bias: M === 4, tune: { subgroupRows: true } });
-  for (const rows of [1, 2, 4, 8]) cases.push({ w: quantSpec('int4', 64), M: 1, N: 263, K: 4096, tune: { rows, threads: 128, subgroupRows: true } });
+  const i4 = quantSpec('int4', 64);
+  // entry main: rows per workgroup x threads (more in the swept layouts below), more outputs than threads
+  for (const rows of [1, 2])
+    for (const threads of [64, 128, 256]) cases.push({ w: i4, M: 1, N: 263, K: 4096, tune: { few: { rows, threads, subgroupRows: false } } });
+  cases.push({ w: i4, M: 16, N: 50, K: 256, tune: { many: { rows: 4, threads: 32, subgroupRows: false } } }); // 64 outputs, 32 threads
+  // entry main_rows, whole subgroups and 8 lanes per row: every format, odd sizes
+  for (const w of [i4, quantSpec('nf4', 64), quantSpec('int8', 0), 'f16' as const])
+    for (const M of [1, 4, 16])
+      for (const lanes of [8, 32]) cases.push({ w, M, N: 301, K: 1000, bias: M === 4, tune: { few: { subgroupRows: true, lanes }, many: { subgroupRows: true, lanes } } });
+  // each swept layout at its row count, int4 and f16, odd sizes
+  for (const [cls, M] of [['one', 1], ['few', 4], ['many', 16]] as const)
+    for (const set of GEMV_SWEEP_LAYOUTS[cls]) {
+      const tune = cls === 'many' ? { many: set } : { few: set };
+      cases.push({ w: i4, M, N: 263, K: 4096, tune }, { w: 'f16', M: M === 4 ? 3 : M, N: 77, K: 1000, tune });
+    }
   return cases;
 }

@@ -6,17 +6,15 @@ import { ShapeError } from '../../errors';
 import { download, empty, poison, upload, type DeviceTensor } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { quantSpec, type QuantSpec } from './formats';
-import { gemv16, gemvSource, gemvSubgroupsAvailable, gemvTuning } from './gemv';
+import { gemv16, gemvSource, gemvSubgroupsAvailable } from './gemv';
 import { quantLinear, quantTuning } from './qmatmul';
 import { quantize, releaseQuant } from './quantize';
 import { weights } from './quant.test-util';
-import { GEMV_TOL, gemvCaseName, runGemvCase } from './gemv.cases';
+import { GEMV_TOL, gemvCaseName, runGemvCase, type GemvTune } from './gemv.cases';
 
 const ctx: Context = await createContext();
 afterAll(() => ctx.destroy());
-const saved = { ...gemvTuning };
 afterEach(() => {
-  Object.assign(gemvTuning, saved);
   quantTuning.gemv = 'auto';
 });
 
@@ -31,22 +29,29 @@ const hasSg = () => gemvSubgroupsAvailable(ctx);
 describe('subgroup GEMV, quantized weights', () => {
   // [spec, M, N, K, x dtype, tuning]: 16-byte and single-word rows (int8/row with K % 16 != 0), partial last
   // chunks (K not a multiple of the block), N not a multiple of R, several chunks per thread (32 threads),
-  // chunk-level and pre-scaled accumulation (M * R > 16)
-  const cases: [QuantSpec, number, number, number, DType, Partial<typeof gemvTuning>][] = [
+  // chunk-level and pre-scaled accumulation (M * R > 16); main_rows with whole subgroups and with fewer lanes per
+  // row (xor butterfly; lavapipe's subgroups have 8 lanes), rolled and unrolled
+  const sgr = (lanes: number, rows: number, threads = 0) => ({ subgroupRows: true, lanes, rows, threads });
+  const cases: [QuantSpec, number, number, number, DType, GemvTune][] = [
     [quantSpec('int4', 64), 1, 37, 200, 'f32', {}],
-    [quantSpec('int4', 32), 3, 9, 96, 'f32', { rows: 1 }],
-    [quantSpec('int4', 128), 1, 21, 700, 'f32', { threads: 32, rows: 8, unroll: true }],
+    [quantSpec('int4', 32), 3, 9, 96, 'f32', { few: { rows: 1, subgroupRows: false } }],
+    [quantSpec('int4', 128), 1, 21, 700, 'f32', { few: { threads: 32, rows: 8, subgroupRows: false }, unroll: true }],
     [quantSpec('nf4', 64), 1, 19, 130, 'f32', {}],
     [quantSpec('nf4', 64, true), 1, 40, 320, 'bf16', {}],
     [quantSpec('int8', 0), 1, 13, 99, 'f32', {}],
-    [quantSpec('int8', 0), 5, 11, 64, 'f16', { rowsMany: 4, unroll: true }],
-    [quantSpec('int8', 32), 16, 6, 160, 'f32', { rowsMany: 2 }],
-    [quantSpec('int4', 64), 7, 10, 256, 'f32', { rowsMany: 3, threads: 32 }],
-    [quantSpec('int4', 64), 9, 9, 128, 'f32', { rowsMany: 4, threads: 32 }], // more outputs (36) than threads
-    // each subgroup owns its rows (main_rows)
-    [quantSpec('int4', 64), 1, 37, 700, 'f32', { subgroupRows: true }],
-    [quantSpec('nf4', 64), 2, 21, 610, 'f16', { subgroupRows: true, rows: 2 }],
-    [quantSpec('int8', 0), 5, 11, 99, 'f32', { subgroupRows: true, rowsMany: 2, threads: 64 }],
+    [quantSpec('int8', 0), 5, 11, 64, 'f16', { many: { rows: 4, subgroupRows: false }, unroll: true }],
+    [quantSpec('int8', 32), 16, 6, 160, 'f32', { many: { rows: 2, subgroupRows: false } }],
+    [quantSpec('int4', 64), 7, 10, 256, 'f32', { many: { rows: 3, threads: 32, subgroupRows: false } }],
+    [quantSpec('int4', 64), 9, 9, 128, 'f32', { many: { rows: 4, threads: 32, subgroupRows: false } }], // more outputs (36) than threads
+    // main_rows
+    [quantSpec('int4', 64), 1, 37, 700, 'f32', { few: sgr(0, 4) }],
+    [quantSpec('nf4', 64), 2, 21, 610, 'f16', { few: sgr(0, 2) }],
+    [quantSpec('int8', 0), 5, 11, 99, 'f32', { many: sgr(0, 2, 64) }],
+    [quantSpec('int4', 64), 1, 37, 700, 'f32', { few: sgr(4, 2) }],
+    [quantSpec('int4', 32), 1, 29, 1000, 'f32', { few: sgr(2, 4, 16), unroll: true }],
+    [quantSpec('nf4', 64), 3, 21, 610, 'f16', { few: sgr(2, 3) }],
+    [quantSpec('int8', 0), 6, 11, 99, 'f32', { many: sgr(1, 1, 16) }],
+    [quantSpec('int4', 64), 16, 13, 320, 'f32', { many: sgr(4, 1) }],
   ];
   for (const [spec, M, N, K, xd, tune] of cases)
     it.runIf(hasSg())(gemvCaseName({ w: spec, M, N, K, x: xd, bias: N % 2 === 1, tune }), async () => {
@@ -76,21 +81,28 @@ describe('subgroup GEMV, quantized weights', () => {
     const rolled = gemvSource({ MR: 2, R: 3, WG: 64, NSG: 8, CW: 4, epw: 8, fmt: 1, xVec: true, hasBias: false, preScale: true, unroll: false });
     expect(rolled).toContain('var a: array<f32, R * MR>;');
     expect(rolled).not.toMatch(/^\s*\/\/@/m);
+    // main_rows with 8 of 32 lanes per row: an xor butterfly, whole subgroups: subgroupAdd
+    const quarter = gemvSource({ MR: 1, R: 2, WG: 64, NSG: 2, CW: 4, epw: 8, fmt: 1, xVec: true, hasBias: false, preScale: false, unroll: true, sgRows: 32, lanes: 8 });
+    expect(quarter).toContain('subgroupShuffleXor(v, m)');
+    expect(quarter).toContain('const S: u32 = 8u;');
+    const whole = gemvSource({ MR: 1, R: 2, WG: 64, NSG: 2, CW: 4, epw: 8, fmt: 1, xVec: true, hasBias: false, preScale: false, unroll: true, sgRows: 32, lanes: 32 });
+    expect(whole).toContain('return subgroupAdd(v);');
   });
 });
 
 describe('gemv16 (the f16 / bf16 GEMV baseline)', () => {
   // K % 8 == 0: 16-byte loads; K even otherwise: one word per load; K odd: matmul
-  const cases: ['f16' | 'bf16', number, number, number][] = [
+  const cases: ['f16' | 'bf16', number, number, number, GemvTune?][] = [
     ['f16', 1, 33, 136],
     ['bf16', 2, 17, 64],
     ['f16', 3, 10, 50],
     ['f16', 16, 7, 40],
     ['f16', 2, 9, 31],
+    ['f16', 4, 9, 72, { few: { subgroupRows: true, lanes: 4, rows: 2, threads: 0 } }],
   ];
-  for (const [wd, M, N, K] of cases)
-    it(gemvCaseName({ w: wd, M, N, K, bias: M === 2 }), async () => {
-      expect(await runGemvCase(ctx, { w: wd, M, N, K, bias: M === 2 })).toBeLessThan(GEMV_TOL);
+  for (const [wd, M, N, K, tune] of cases)
+    it(gemvCaseName({ w: wd, M, N, K, bias: M === 2, tune }), async () => {
+      expect(await runGemvCase(ctx, { w: wd, M, N, K, bias: M === 2, tune })).toBeLessThan(GEMV_TOL);
     });
 
   it('shape errors', () => {

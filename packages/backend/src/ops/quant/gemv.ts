@@ -19,30 +19,67 @@ import { quantPrelude } from './quantize';
 /** Rows of X the GEMV kernels take. */
 export const GEMV_MAX_ROWS = 16;
 
-/** Tuning of the subgroup GEMV (a benchmark may change it): rows of W per workgroup for few / many rows of X,
- *  the threads per workgroup (`0`: from the row length, {@link gemvThreads}), and `unroll` (unset: unrolled on
- *  GPUs, and on software adapters for at most 4 accumulators per thread); `subgroupRows` (entry point main_rows:
- *  each subgroup owns R rows, no workgroup reduction; adapters with a fixed subgroup size; not yet measured on a
- *  GPU, so off); `probe` (benchmarks only, results wrong):
- *  leave a stage out to time the rest (`no-x`: X read as ones; `no-deq`: words bit-cast instead of decoded).
- *  Chosen from quant-bench runs
- *  (docs/PERFORMANCE.md). */
-export const gemvTuning: {
+/** One layout of the subgroup GEMV (see `shaders/dequant-gemv-sg.wgsl`): entry point, rows, threads, lanes. */
+export interface GemvSetting {
+  /** Rows of W per workgroup (entry `main`), or per thread (`main_rows`). */
   rows: number;
-  rowsMany: number;
-  manyFrom: number;
+  /** Threads per workgroup (`0`: from the row length, {@link gemvThreads}). */
   threads: number;
+  /** Entry point `main_rows` (adapters with one fixed subgroup size): each group of `lanes` lanes of a subgroup
+   *  owns `rows` rows of W, no workgroup reduction; else `main` (the workgroup's threads split each row). */
+  subgroupRows: boolean;
+  /** `main_rows` only: lanes that share a row (a power of two dividing the subgroup size; `0`: the whole
+   *  subgroup). Fewer lanes per row: each X load serves more rows of the subgroup (broadcast), sums end in a
+   *  shuffle butterfly instead of `subgroupAdd`. */
+  lanes: number;
+}
+
+/** The row counts of X tuned apart: one row (`one`), 2 .. manyFrom - 1 (`few`), manyFrom .. 16 (`many`). */
+export type GemvClass = 'one' | 'few' | 'many';
+export const GEMV_CLASSES: readonly GemvClass[] = ['one', 'few', 'many'];
+
+/** The class of M rows of X. */
+export function gemvClass(M: number): GemvClass {
+  return M <= 1 ? 'one' : M < gemvTuning.manyFrom ? 'few' : 'many';
+}
+
+/** Tuning of the subgroup GEMV (a benchmark may change it): the layout of each class of row counts
+ *  ({@link gemvClass}) for quantized weights, and (`float`) for 16-bit float ones (gemv16, tuned on its own so that
+ *  the f16 baseline is its best too); `maxThreads` (the most threads {@link gemvThreads} picks), `unroll` (unset:
+ *  unrolled on GPUs, and on software adapters for at most 4 accumulators per thread); `probe` (benchmarks only,
+ *  results wrong): leave a stage out to time the rest (`no-x`: X read as ones; `no-deq`: words bit-cast instead
+ *  of decoded). Chosen from quant-bench runs (docs/PERFORMANCE.md). */
+export const gemvTuning: Record<GemvClass, GemvSetting> & {
+  float: Record<GemvClass, GemvSetting>;
+  manyFrom: number;
   maxThreads: number;
   unroll?: boolean;
-  subgroupRows?: boolean;
   probe?: GemvShape['probe'];
 } = {
-  rows: 4,
-  rowsMany: 4,
+  one: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
+  few: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
+  many: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
+  float: {
+    one: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
+    few: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
+    many: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
+  },
   manyFrom: 5,
-  threads: 0,
   maxThreads: 128,
 };
+
+/** A copy of {@link gemvTuning} (its settings copied too), for saving and restoring it around a change. */
+export function gemvTuningCopy(): typeof gemvTuning {
+  const t = gemvTuning;
+  const sets = (o: Record<GemvClass, GemvSetting>) => ({ one: { ...o.one }, few: { ...o.few }, many: { ...o.many } });
+  return { ...t, ...sets(t), float: sets(t.float) };
+}
+
+/** Set {@link gemvTuning} to `t` (a copy of it, as {@link gemvTuningCopy} returns). */
+export function setGemvTuning(t: typeof gemvTuning): void {
+  for (const k of Object.keys(gemvTuning)) delete (gemvTuning as Record<string, unknown>)[k];
+  Object.assign(gemvTuning, t);
+}
 
 /** Whether this context runs the subgroup GEMV: it needs `subgroups` and a known smallest subgroup size. */
 export function gemvSubgroupsAvailable(ctx: Context): boolean {
@@ -50,9 +87,9 @@ export function gemvSubgroupsAvailable(ctx: Context): boolean {
 }
 
 /** Threads per workgroup for rows of `nc` chunks: about one chunk per thread, a power of two between the
- *  adapter's largest subgroup size and `gemvTuning.maxThreads`. */
-export function gemvThreads(ctx: Context, nc: number): number {
-  if (gemvTuning.threads) return gemvTuning.threads;
+ *  adapter's largest subgroup size and `gemvTuning.maxThreads`; `threads` (a setting's) wins where not 0. */
+export function gemvThreads(ctx: Context, nc: number, threads = 0): number {
+  if (threads) return threads;
   const lo = Math.max(ctx.info.subgroupSizes.max, 32);
   let t = lo;
   while (t < gemvTuning.maxThreads && t < nc) t *= 2;
@@ -116,8 +153,14 @@ export function gemvSource(o: GemvShape): string {
   };
   const hasScale = !floatW;
   const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
-  if (o.sgRows) pre += `const SG: u32 = ${o.sgRows}u;\n`;
-  else pre += 'const SG: u32 = 1u;\n';
+  // main_rows: the subgroup size, the lanes per row and their sum (subgroupAdd over a whole subgroup, else an xor
+  // butterfly over the row's lanes: every lane of the group ends with the same sum)
+  const S = o.lanes ?? o.sgRows ?? 1;
+  pre += `const SG: u32 = ${o.sgRows ?? 1}u;\nconst S: u32 = ${S}u;\n`;
+  pre +=
+      !o.sgRows || S === o.sgRows
+        ? 'fn lanes_sum(v: f32) -> f32 { return subgroupAdd(v); }\n'
+        : 'fn lanes_sum(v0: f32) -> f32 {\n  var v = v0;\n  for (var m = S / 2u; m > 0u; m >>= 1u) { v += subgroupShuffleXor(v, m); }\n  return v;\n}\n';
   return pre + gemvWgsl.replace(/^(\s*)\/\/@(acc|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
 }
 
@@ -125,12 +168,14 @@ type Group = [number, number, (r: number) => string];
 type XLoad = (m: number | string, e0: number, g: number) => string;
 
 /** The //@load lines: each row's chunk words (and scale). */
-function loadCode(R: number, CW: number, hasScale: boolean): string {
+function loadCode(R: number, CW: number, hasScale: boolean, G = 0): string {
+  // the block of chunk k0: a shift where the block size is a constant power of two (no run-time division)
+  const blk = G ? ` + k0 / ${G}u` : '';
   return [...Array(R).keys()]
     .map((r) => {
       const row = `let row_${r} = min(n0 + ${r}u, p.N - 1u);`;
       const w = CW === 4 ? `let w_${r} = q4[row_${r} * p.nc + c];` : `let w_${r} = q[row_${r} * p.nc + c];`;
-      const s = hasScale ? `let s_${r} = scale_at(row_${r} * p.nb + k0 / p.G);` : '';
+      const s = hasScale ? `let s_${r} = scale_at(row_${r} * p.nb${blk});` : '';
       return [row, w, s].filter(Boolean).join(' ');
     })
     .join('\n    ');
@@ -166,12 +211,12 @@ function unrolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolea
     '}',
   ].join('\n  ');
   const rowsOut = [
-    ...rs.flatMap((r) => ms.map((m) => `let z_${r}_${m} = subgroupAdd(a_${r}_${m});`)),
-    'if (subgroupElect()) {',
+    ...rs.flatMap((r) => ms.map((m) => `let z_${r}_${m} = lanes_sum(a_${r}_${m});`)),
+    'if (ls == 0u) {',
     ...rs.map((r) => `  if (n0 + ${r}u < p.N) { ${ms.map((m) => `y[${m}u * p.N + n0 + ${r}u] = z_${r}_${m}${o.hasBias ? ` + read_bias(n0 + ${r}u)` : ''};`).join(' ')} }`),
     '}',
   ].join('\n  ');
-  return { acc, load: loadCode(R, CW, hasScale), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
+  return { acc, load: loadCode(R, CW, hasScale, o.G), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
 /** The rows of X in loops over an array of accumulators whose bound the compiler cannot see (`p.one`):
@@ -192,9 +237,9 @@ function rolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolean)
   ].join('\n          ');
   const reduce = `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); if (subgroupElect()) { part[i * NSG + sid] = z; } }`;
   const rowsOut =
-    `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); let n = n0 + i / MR; ` +
-    `if (subgroupElect() && n < p.N) { y[(i % MR) * p.N + n] = z${o.hasBias ? ' + read_bias(n)' : ''}; } }`;
-  return { acc: 'var a: array<f32, R * MR>;', load: loadCode(R, CW, hasScale), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
+    `for (var i = 0u; i < R * MR * p.one; i++) { let z = lanes_sum(a[i]); let n = n0 + i / MR; ` +
+    `if (ls == 0u && n < p.N) { y[(i % MR) * p.N + n] = z${o.hasBias ? ' + read_bias(n)' : ''}; } }`;
+  return { acc: 'var a: array<f32, R * MR>;', load: loadCode(R, CW, hasScale, o.G), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
 /** What one generated GEMV kernel is specialised for. */
@@ -218,8 +263,12 @@ export interface GemvShape {
   unroll: boolean;
   /** The block scales are f16 (int4). */
   f16Scales?: boolean;
-  /** Entry point main_rows (each subgroup owns R rows): the fixed subgroup size. */
+  /** Entry point main_rows (each group of `lanes` lanes owns R rows): the fixed subgroup size. */
   sgRows?: number;
+  /** main_rows: lanes per row (divides sgRows; unset: sgRows). */
+  lanes?: number;
+  /** Quantized weights: elements per block where a row has several blocks (else 0: one scale per row). */
+  G?: number;
   /** Benchmarks only: leave a stage out (see `gemvTuning.probe`). */
   probe?: 'no-x' | 'no-deq';
 }
@@ -238,18 +287,21 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
   const { N, K, wpr, epw } = w;
   const CW = wpr % 4 === 0 ? 4 : 1;
   const nc = wpr / CW;
-  const R = Math.min(M >= gemvTuning.manyFrom ? gemvTuning.rowsMany : gemvTuning.rows, N);
-  const WG = gemvThreads(ctx, nc);
+  const floatW = typeof w.fmt === 'string';
+  const set = (floatW ? gemvTuning.float : gemvTuning)[gemvClass(M)];
+  const R = Math.min(set.rows, N);
+  const WG = gemvThreads(ctx, nc, set.threads);
   const NSG = Math.ceil(WG / ctx.info.subgroupSizes.min);
   const xVec = x.dtype === 'f32' && K % 4 === 0;
-  const floatW = typeof w.fmt === 'string';
   const unroll = gemvTuning.unroll ?? (!ctx.info.isSoftware || M * R <= 4);
   const preScale = M * R > 16 || !unroll;
   const s = w.scales ?? x;
   const b = bias ?? x;
   const { min: sgMin, max: sgMax } = ctx.info.subgroupSizes;
-  const sgRows = !!gemvTuning.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}) };
+  const sgRows = set.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
+  // lanes per row: a power of two dividing the subgroup size, else the whole subgroup
+  const S = sgRows && set.lanes > 0 && set.lanes < sgMax && sgMax % set.lanes === 0 && (set.lanes & (set.lanes - 1)) === 0 ? set.lanes : sgMax;
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax, lanes: S } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}) };
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
   const kernel = cachedKernel(ctx, key, () => ({
     name: floatW ? 'gemv16' : 'dequant-gemv-sg',
@@ -266,7 +318,7 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
     constants: floatW ? undefined : { FMT: w.fmt as number },
     enables: ['subgroups'],
   }));
-  const nwg = Math.ceil(N / (sgRows ? (R * WG) / sgMax : R));
+  const nwg = Math.ceil(N / (sgRows ? (R * WG) / S : R));
   const gy = Math.ceil(nwg / 65535);
   const gx = Math.ceil(nwg / gy);
   return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer], workgroups: [gx, gy, 1], params: [N, K, w.G, w.nb, nc, gx, 1] };
