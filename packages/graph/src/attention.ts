@@ -27,6 +27,14 @@ export function proj(m: Module, name: string): Projection {
   return m.child(name) as Projection;
 }
 
+/** `x` in the compute dtype (`toCompute`), and `x` itself disposed when a copy was made (the graph keeps what
+ *  backward needs). */
+export function compute(x: Tensor): Tensor {
+  const c = toCompute(x);
+  if (c !== x) x.dispose();
+  return c;
+}
+
 /**
  * Grouped-query self-attention with rotary embeddings and the fused causal kernel, configured by the model
  * config: biases (`qkvBias`, `oBias`), per-head q/k RMSNorm before RoPE (`qkNorm`), the score scale, the

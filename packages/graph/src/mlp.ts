@@ -1,7 +1,7 @@
 import type { Context } from '@rusty/backend';
 import { geluTanhGate, swiglu, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
-import { proj } from './attention';
+import { compute, proj } from './attention';
 import { Linear, type InitOptions } from './layers';
 import { Module } from './module';
 
@@ -28,7 +28,14 @@ export class GatedMLP extends Module {
     const gate = this.config.hiddenAct === 'gelu_tanh' ? geluTanhGate : swiglu;
     return tidy(() => {
       const xc = toCompute(x); // one f16 copy for gate and up under f16 autocast
-      return proj(this, 'down_proj').forward(gate(proj(this, 'gate_proj').forward(xc), proj(this, 'up_proj').forward(xc)));
+      const g = proj(this, 'gate_proj').forward(xc);
+      const u = proj(this, 'up_proj').forward(xc);
+      const a = gate(g, u);
+      // the gate keeps what its backward needs (f16 copies under autocast): the f32 projections and the f32
+      // activation (once its compute-dtype copy exists) go now, not after down_proj (3 x [tokens, intermediate] f32)
+      g.dispose();
+      u.dispose();
+      return proj(this, 'down_proj').forward(compute(a));
     });
   }
 
