@@ -1,0 +1,300 @@
+/**
+ * QLoRA memory accounting (issue 14): what is alive at the peak of a LoRA fine-tuning step on a bf16 base and
+ * on an NF4 base, with and without gradient checkpointing. A program, not a test; prints ONE JSON object.
+ *
+ * Each run is what `rusty finetune --targets all --r 16 --alpha 32 --mixed-precision bf16 [--quantize nf4]
+ * [--gradient-checkpointing]` does after loading: a Llama model with bf16 weights (NF4 with double-quantized
+ * scales, blocks of 64, for the seven projections of every layer; embedding, norms and LM head stay bf16), LoRA
+ * on all seven projections, AdamW, the Trainer with `mixedPrecision: 'bf16'` (f16 compute, loss scaling) and
+ * gradient clipping at 1. The peak is the pool's allocated peak from the first step on (`ctx.memory.peak`,
+ * what the CLI's summary reports), in a GPU context of its own per run.
+ *
+ * Accounting: the bench wraps the context's buffer pool (acquire / release) and every registered autograd op
+ * (forward / backward) so that each buffer carries the op that allocated it ("swiglu.fwd", "lora-linear.bwd",
+ * "recompute: ..." inside a checkpointed layer's backward) or, outside ops, the first frame of the stack in the
+ * packages; when `live` reaches a new peak the live buffers are snapshotted. Buffers of the model's parameters,
+ * their gradients and everything alive before the first step are named as such.
+ *
+ * Layers scale linearly: with `--layers a,b` each run is made at both depths and every category is extrapolated
+ * to `--extrapolate N` layers (peak(N) = peak(a) + (N - a) (peak(b) - peak(a)) / (b - a)), so the 1.1B
+ * configuration's peak can be computed from one- and two-layer runs of its exact layer shape.
+ *
+ * From the repository root (the bundle goes under packages/backend/ so that Node finds the `webgpu` package; the
+ * aliases take the workspace packages from their sources, not their dist/; source maps name the allocation sites):
+ *   a=; for p in backend autograd graph loader trainer; do a="$a --alias:@rusty/$p=./packages/$p/src/index.ts"; done
+ *   node_modules/.bin/esbuild packages/trainer/src/bench/qlora-memory-bench.ts --bundle --platform=node --format=esm \
+ *     --external:webgpu --loader:.wgsl=text --sourcemap $a --outfile=packages/backend/dist/qlora-memory-bench.mjs
+ *   node --enable-source-maps packages/backend/dist/qlora-memory-bench.mjs --dry [flags]
+ *
+ * `--dry`: kernels are not dispatched (allocations only), so the 1.1B layer shape runs on a CPU adapter in minutes;
+ * the accounting equals a real run's (checked on `--quick`: the same peak with and without `--dry`).
+ *
+ * Flags: --hidden --inter --heads --kv --vocab --batch --seq (default: the 1.1B shape, TinyLlama: 2048, 5632, 32,
+ * 4, 32000, 4, 512), --layers a[,b] (default 1,2), --extrapolate N (default 22), --steps N (default 2),
+ * --runs bf16,nf4,bf16-ckpt,nf4-ckpt, --top N (largest categories listed, default 25), --quick (a tiny shape).
+ */
+import { createContext, quantSpec, type Context, type GpuBuffer } from '@rusty/backend';
+import { AdamW, getOp, registeredOps } from '@rusty/autograd';
+import { applyLora, CausalLM, parseModelConfig, quantizeLinears } from '@rusty/graph';
+import { DataLoader, Rng, TextDataset, Trainer } from '../index';
+
+const argv = process.argv.slice(2);
+const val = (n: string): string | undefined => (argv.includes(n) ? argv[argv.indexOf(n) + 1] : undefined);
+const num = (n: string, d: number): number => Number(val(n) ?? d);
+const quick = argv.includes('--quick');
+const shape = quick
+  ? { hidden: 128, inter: 352, heads: 4, kv: 2, vocab: 512, batch: 2, seq: 64 }
+  : { hidden: num('--hidden', 2048), inter: num('--inter', 5632), heads: num('--heads', 32), kv: num('--kv', 4), vocab: num('--vocab', 32000), batch: num('--batch', 4), seq: num('--seq', 512) };
+const depths = (val('--layers') ?? '1,2').split(',').map(Number);
+const target = num('--extrapolate', 22);
+const steps = num('--steps', 2);
+const top = num('--top', 25);
+const runs = (val('--runs') ?? 'bf16,nf4,bf16-ckpt,nf4-ckpt').split(',');
+const dry = argv.includes('--dry');
+const R = 16;
+// deep enough to see a checkpointed layer's recomputation under the op frames
+Error.stackTraceLimit = 60;
+const TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'];
+
+// ---- allocation tags -------------------------------------------------------------------------------------------
+
+const opStack: string[] = [];
+/** Whether the run checkpoints its layers (then allocations are checked for a recomputation). */
+let checkpointed = false;
+
+/** Wrap every registered op's forward and backward so allocations inside know their op. */
+function tagOps(): void {
+  for (const name of registeredOps()) {
+    const def = getOp(name)! as { forward: (...a: unknown[]) => unknown; backward?: (...a: unknown[]) => unknown; tagged?: boolean };
+    if (def.tagged) continue;
+    def.tagged = true;
+    const f = def.forward;
+    def.forward = (...a) => {
+      opStack.push(`${name}.fwd`);
+      try {
+        return f(...a);
+      } finally {
+        opStack.pop();
+      }
+    };
+    const b = def.backward;
+    if (b)
+      def.backward = (...a) => {
+        opStack.push(`${name}.bwd`);
+        try {
+          return b(...a);
+        } finally {
+          opStack.pop();
+        }
+      };
+  }
+}
+
+/** The first stack frame in the packages outside autograd's plumbing (for allocations outside ops). */
+function siteOf(): string {
+  const lines = (new Error().stack ?? '').split('\n').slice(3);
+  for (const l of lines) {
+    const m = /at (?:(\S+) )?\(?.*?packages\/(\w+)\/src\/(.+?\.ts):(\d+)/.exec(l) ?? /at (\S+) \(.*?qlora-memory-bench/.exec(l);
+    if (!m) continue;
+    if (m[3] && /^(tensor|op|storage|scope|context|buffer-pool|sub-buffer)\.ts$/.test(m[3])) continue;
+    if (m[3] && /bench\//.test(m[3])) continue;
+    return m[3] ? `${m[2]}/${m[3]} ${m[1] ?? ''}`.trim() : `bench ${m[1]}`;
+  }
+  return 'other';
+}
+
+interface Alloc {
+  tag: string;
+  bytes: number;
+}
+
+interface Snapshot {
+  live: number;
+  /** The op stack (outermost first) of the allocation that reached the peak. */
+  at: string;
+  buffers: [GpuBuffer, Alloc][];
+}
+
+/** Wrap the context's buffer pool: a tag per live buffer, and the live set at the highest peak. */
+function instrument(ctx: Context): { live: Map<GpuBuffer, Alloc>; peak: () => Snapshot | null; reset: () => void } {
+  const pool = (ctx as unknown as { pool: { acquire(b: number): GpuBuffer; release(b: GpuBuffer): void; stats: { live: number } } }).pool;
+  const live = new Map<GpuBuffer, Alloc>();
+  let best: Snapshot | null = null;
+  let armed = false;
+  const acquire = pool.acquire.bind(pool);
+  const release = pool.release.bind(pool);
+  pool.acquire = (bytes: number) => {
+    const b = acquire(bytes);
+    const op = opStack[opStack.length - 1];
+    // a checkpointed layer's forward run again in backward (the checkpoint node is no registered op: its frame)
+    const inRecompute = op !== undefined && op.endsWith('.fwd') && checkpointed && (new Error().stack ?? '').includes('autograd/src/checkpoint.ts');
+    const tag = (inRecompute ? 'recompute: ' : '') + (op ?? siteOf());
+    live.set(b, { tag, bytes: b.size });
+    if (armed && pool.stats.live > (best?.live ?? 0)) best = { live: pool.stats.live, at: [...opStack.slice(0, -1), tag].join(' > '), buffers: [...live] };
+    return b;
+  };
+  pool.release = (b: GpuBuffer) => {
+    live.delete(b);
+    release(b);
+  };
+  return {
+    live,
+    peak: () => best,
+    reset: () => {
+      armed = true;
+      best = { live: pool.stats.live, at: 'before the steps', buffers: [...live] };
+    },
+  };
+}
+
+// ---- one run ---------------------------------------------------------------------------------------------------
+
+interface RunResult {
+  layers: number;
+  peakBytes: number;
+  peakReservedBytes: number;
+  peakAt: string;
+  /** The largest buffers alive at the peak, allocated during the steps: [tag, MiB]. */
+  largest: [string, number][];
+  /** Bytes by category at the allocated peak. */
+  categories: Record<string, { bytes: number; buffers: number }>;
+  loss: number;
+}
+
+const rootOf = (b: GpuBuffer): GpuBuffer => (b as GpuBuffer & { root?: GpuBuffer }).root ?? b;
+
+async function runOne(run: string, layers: number): Promise<RunResult> {
+  const nf4 = run.startsWith('nf4');
+  const ckpt = run.endsWith('-ckpt');
+  checkpointed = ckpt;
+  const ctx = await createContext();
+  tagOps();
+  const acct = instrument(ctx);
+  if (dry) {
+    // allocation only: every op runs and allocates as usual, the kernels are not dispatched (the pool sees the same
+    // requests; the GPU's zero-initialised buffers keep losses and norms finite)
+    (ctx as { dispatch: Context['dispatch'] }).dispatch = () => {};
+  }
+  const config = parseModelConfig({
+    model_type: 'llama',
+    vocab_size: shape.vocab,
+    hidden_size: shape.hidden,
+    intermediate_size: shape.inter,
+    num_hidden_layers: layers,
+    num_attention_heads: shape.heads,
+    num_key_value_heads: shape.kv,
+    max_position_embeddings: Math.max(2048, shape.seq),
+    rms_norm_eps: 1e-5,
+  });
+  const model = new CausalLM(ctx, config, { dtype: 'bf16', seed: 3, gradientCheckpointing: ckpt });
+  if (nf4) quantizeLinears(model, quantSpec('nf4', 64, true));
+  applyLora(model, { r: R, alpha: 2 * R, targetModules: TARGETS, seed: 2 });
+  await ctx.sync();
+  ctx.trimPool();
+  const rng = new Rng(7);
+  const n = (steps + 1) * shape.batch * shape.seq;
+  const ids = Int32Array.from({ length: n }, () => rng.int(shape.vocab));
+  const data = new DataLoader(TextDataset.fromSequences([ids], { seqLen: shape.seq, dropRemainder: true }), shape.batch, { shuffle: false });
+  const params = model.trainableParameters().map(([, p]) => p);
+  const opt = new AdamW(ctx, params, { lr: 1e-4, weightDecay: 0 });
+  let loss = NaN;
+  const trainer = new Trainer({
+    model,
+    optimizer: opt,
+    data,
+    maxSteps: steps,
+    maxGradNorm: 1,
+    mixedPrecision: 'bf16',
+    signals: false,
+    progress: false,
+    callbacks: { onStep: (m) => void (loss = m.loss) },
+  });
+  await ctx.sync();
+  ctx.resetPeak();
+  acct.reset();
+  const before = new Set(acct.live.keys());
+  await trainer.fit();
+  await ctx.sync();
+  const mem = ctx.memory;
+  // name the buffers of parameters and gradients
+  const names = new Map<GpuBuffer, string>();
+  for (const [name, p] of model.namedParameters()) {
+    const what = p.requiresGrad ? 'LoRA A/B (f32)' : /layers\.\d+\.(self_attn|mlp)\./.test(name) ? (nf4 ? 'projection weights (NF4 codes)' : 'projection weights (bf16)') : 'embedding, norms, LM head (bf16)';
+    names.set(rootOf(p.data.buffer), what);
+    if (p.grad) names.set(rootOf(p.grad.data.buffer), 'LoRA gradients (f32)');
+  }
+  const categories: RunResult['categories'] = {};
+  const largest: [string, number][] = [];
+  const snap = acct.peak()!;
+  for (const [b, a] of snap.buffers) {
+    const tag = names.get(b) ?? (before.has(b) ? (nf4 && a.tag.includes('quant') ? 'NF4 scales' : `before the steps: ${a.tag}`) : a.tag);
+    const c = (categories[tag] ??= { bytes: 0, buffers: 0 });
+    c.bytes += a.bytes;
+    c.buffers++;
+    if (!before.has(b) && !names.has(b)) largest.push([tag, +(a.bytes / 2 ** 20).toFixed(2)]);
+  }
+  largest.sort((x, y) => y[1] - x[1]);
+  largest.splice(top);
+  const out: RunResult = { layers, peakBytes: mem.peak, peakReservedBytes: mem.peakReserved, peakAt: snap.at, largest, categories, loss };
+  if (Math.abs(snap.live - mem.peak) > 0) process.stderr.write(`qlora-memory-bench: snapshot ${snap.live} != peak ${mem.peak}\n`);
+  trainer.dispose();
+  opt.dispose();
+  model.dispose();
+  ctx.destroy();
+  return out;
+}
+
+const GIB = 1024 ** 3;
+const gib = (b: number): number => +(b / GIB).toFixed(4);
+
+function extrapolate(a: RunResult, b: RunResult, n: number): { peakBytes: number; peakReservedBytes: number; categories: Record<string, number> } {
+  const f = (x: number, y: number): number => x + ((n - a.layers) * (y - x)) / (b.layers - a.layers);
+  const cats: Record<string, number> = {};
+  for (const k of new Set([...Object.keys(a.categories), ...Object.keys(b.categories)])) cats[k] = f(a.categories[k]?.bytes ?? 0, b.categories[k]?.bytes ?? 0);
+  return { peakBytes: f(a.peakBytes, b.peakBytes), peakReservedBytes: f(a.peakReservedBytes, b.peakReservedBytes), categories: cats };
+}
+
+const sortCats = (c: Record<string, number>): Record<string, number> =>
+  Object.fromEntries(
+    Object.entries(c)
+      .filter(([, v]) => Math.abs(v) >= 1 << 20)
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, top)
+      .map(([k, v]) => [k, gib(v)]),
+  );
+
+const ctx0 = await createContext();
+const adapter = `${ctx0.info.vendor} ${ctx0.info.architecture} ${ctx0.info.description}`.trim();
+ctx0.destroy();
+const results: Record<string, unknown> = {};
+const peaks: Record<string, number> = {};
+for (const run of runs) {
+  const rs: RunResult[] = [];
+  for (const l of depths) {
+    const t0 = performance.now();
+    const r = await runOne(run, l);
+    process.stderr.write(`qlora-memory-bench: ${run} layers ${l}: peak ${gib(r.peakBytes)} GiB (${((performance.now() - t0) / 1000).toFixed(0)} s)\n`);
+    rs.push(r);
+  }
+  const measured = rs.map((r) => ({
+    layers: r.layers,
+    peakBytes: r.peakBytes,
+    peakGiB: gib(r.peakBytes),
+    heldGiB: gib(r.peakReservedBytes),
+    peakAt: r.peakAt,
+    loss: r.loss,
+    largestMiB: r.largest,
+    atPeakGiB: sortCats(Object.fromEntries(Object.entries(r.categories).map(([k, v]) => [k, v.bytes]))),
+  }));
+  const entry: Record<string, unknown> = { measured };
+  if (rs.length >= 2) {
+    const e = extrapolate(rs[0]!, rs[rs.length - 1]!, target);
+    entry[`at${target}Layers`] = { peakGiB: gib(e.peakBytes), heldGiB: gib(e.peakReservedBytes), atPeakGiB: sortCats(e.categories) };
+    peaks[run] = e.peakBytes;
+  } else peaks[run] = rs[0]!.peakBytes;
+  results[run] = entry;
+}
+const ratios: Record<string, number> = {};
+for (const run of runs)
+  if (run.startsWith('nf4') && peaks[`bf16${run.slice(3)}`]) ratios[`${run}/bf16${run.slice(3)}`] = +(peaks[run]! / peaks[`bf16${run.slice(3)}`]!).toFixed(3);
+console.log(JSON.stringify({ bench: 'qlora-memory', adapter, shape: { ...shape, layers: depths, extrapolatedTo: target, loraR: R }, steps, dry, runs: results, peakRatios: ratios }, null, 1));
