@@ -2,7 +2,7 @@ import { createContext, testing, type Context } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { autocast, crossEntropy, linear, noGrad, Tensor } from '../index';
 import { randn } from '../random';
-import { linearCrossEntropy } from './linear-cross-entropy';
+import { chunkRowsFor, linearCrossEntropy } from './linear-cross-entropy';
 
 let ctx: Context;
 beforeAll(async () => {
@@ -38,6 +38,13 @@ function reference(x: Float32Array, w: Float32Array, t: number[], n: number, h: 
 }
 
 describe('linearCrossEntropy (chunked LM head + loss)', () => {
+  it('chunks hold at most 32 MiB of f32 logits, whole 64-row tiles where that allows', () => {
+    for (const [v, rows] of [[32000, 256], [128256, 64], [151936, 55], [2 ** 23, 1], [700, 11968]] as const) {
+      expect(chunkRowsFor(v), String(v)).toBe(rows);
+      expect(chunkRowsFor(v) * v * 4).toBeLessThanOrEqual(32 * 2 ** 20);
+    }
+  });
+
   it.each([3, 4, 100])('matches float64 in loss and both gradients, chunks of %i rows, ignored targets, upstream gradient', async (chunkRows) => {
     const [N, H, V] = [11, 10, 37];
     const xv = randn(N * H, 1);

@@ -28,8 +28,17 @@ interface Attrs {
   gradW: boolean;
 }
 
-/** Bytes of f32 logits (and as many of their gradient) one chunk may hold. */
-const CHUNK_BYTES = 64 * 2 ** 20;
+/** Bytes of f32 logits (and as many of their gradient) one chunk may hold: with the f16 head the loss's part of a
+ *  training step's peak (1.1B LoRA, vocab 32000: 256-row chunks, 31 MiB each; 524-row chunks of 64 MiB held 64 MiB more at the
+ *  peak of the step without checkpointing). */
+const CHUNK_BYTES = 32 * 2 ** 20;
+
+/** Rows of logits per chunk for a vocabulary of `v`: at most {@link CHUNK_BYTES} of f32 logits, a multiple of 64
+ *  rows when that is at least 64 (whole tiles for the matmul), at least 1. */
+export function chunkRowsFor(v: number): number {
+  const rows = Math.floor(CHUNK_BYTES / (4 * v));
+  return rows >= 64 ? rows - (rows % 64) : Math.max(1, rows);
+}
 
 /** Rows `r0..r1` of a row-major 2-D tensor, copied into a new tensor (16-bit rows must be whole words). */
 function rows(ctx: Context, t: DeviceTensor, r0: number, r1: number): DeviceTensor {
@@ -104,8 +113,9 @@ const linearCrossEntropyOp = defineOp<Attrs>({
 
 /**
  * `crossEntropy(x W^T, targets)` (mean over the targets that are not `ignoreIndex`) without materialising the
- * [N, V] logits: rows are processed in chunks of about 64 MiB of f32 logits, each chunk's logits, loss and
- * gradient computed and dropped before the next (the head's gradients for x and W accumulate in the same pass).
+ * [N, V] logits: rows are processed in chunks of at most 32 MiB of f32 logits ({@link chunkRowsFor}), each
+ * chunk's logits, loss and gradient computed and dropped before the next (the head's gradients for x and W
+ * accumulate in the same pass).
  * x is [N, H], W is [V, H] (an LM head or tied embedding), targets i32 [N]. Under an f16 autocast scope x, W
  * and the logits' gradient are rounded to f16 for the products (f32 accumulation, f32 logsumexp and loss).
  */
@@ -118,7 +128,7 @@ export function linearCrossEntropy(x: Tensor, weight: Tensor, targets: Tensor, o
   const f16 = computeDtype() === 'f16';
   // 16-bit rows of an odd width do not start on whole words: one chunk then
   const n = x.shape[0]!;
-  const chunk = x.shape[1]! % 2 && (f16 || x.dtype !== 'f32') ? n : Math.max(1, opts.chunkRows ?? Math.floor(CHUNK_BYTES / (4 * v)));
+  const chunk = x.shape[1]! % 2 && (f16 || x.dtype !== 'f32') ? n : Math.max(1, opts.chunkRows ?? chunkRowsFor(v));
   const rec = isGradEnabled();
   return linearCrossEntropyOp([x, weight, targets], {
     ignoreIndex: opts.ignoreIndex ?? -100,
