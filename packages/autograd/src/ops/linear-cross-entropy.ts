@@ -28,9 +28,9 @@ interface Attrs {
   gradW: boolean;
 }
 
-/** Bytes of f32 logits (and as many of their gradient) one chunk may hold: with the f16 head the loss's part of a
- *  training step's peak (1.1B LoRA, vocab 32000: 256-row chunks, 31 MiB each; 524-row chunks of 64 MiB held 64 MiB more at the
- *  peak of the step without checkpointing). */
+/** Bytes of f32 logits (and as many of their gradient) one chunk may hold: with the f16 head, the loss's part of
+ *  a training step's peak (1.1B LoRA, vocab 32000: 256-row chunks of 31 MiB; 524-row chunks of 64 MiB held
+ *  64 MiB more at the peak of the step without checkpointing). */
 const CHUNK_BYTES = 32 * 2 ** 20;
 
 /** Rows of logits per chunk for a vocabulary of `v`: at most {@link CHUNK_BYTES} of f32 logits, a multiple of 64
