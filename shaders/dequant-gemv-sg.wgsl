@@ -14,8 +14,11 @@
 //   words per chunk: 4, one vec4u load, or 1), CE (elements per chunk), HAS_BIAS, FLOAT_W (16-bit float weights),
 //   SG and S (main_rows only: the fixed subgroup size and the lanes per row; `fn lanes_sum(v: f32) -> f32`, the
 //   sum over a row's lanes), `fn deq_f2(w: u32) -> vec2f` (float weights: the two values of a word, from the format table), the
-//   FMT override (quant-common), and the generated code at the //@acc, //@load, //@fast, //@tail and //@reduce
-//   lines: named accumulators a_<r>_<m>, the R rows' chunk words w_<r> and scales s_<r>, the unrolled
+//   FMT override (quant-common), and the generated code at the //@acc, //@pre, //@load, //@fast, //@tail and
+//   //@reduce lines: named accumulators a_<r>_<m>, (//@pre, where the setting prefetches) the first chunk's words
+//   pw_<r> and scales ps_<r> loaded before the loop, the R rows' chunk words w_<r> and scales s_<r> (with prefetch:
+//   taken from pw_<r> / ps_<r>, which then load chunk c + cstep, clamped to the row, so that the next chunk's
+//   loads are in flight while this one is computed), the unrolled
 //   dequantize-and-dot of a whole chunk, the masked element loop of a row's last, partial chunk, the
 //   subgroupAdd of every accumulator (//@reduce), and for main_rows (below) its sums written out (//@rows_out).
 // Grid: ceil(N / R) workgroups (x + y * gx). Workgroup: WG threads; thread t takes chunks t, t + WG, ... of the R
@@ -66,7 +69,10 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u
     workgroupBarrier();
   }
   //@acc
-  for (var c = li; c < p.nc; c += WG) {
+  let c0 = li;
+  let cstep = WG;
+  //@pre
+  for (var c = c0; c < p.nc; c += cstep) {
     let k0 = c * CE;
     //@load
     if (k0 + CE <= p.K) {
@@ -110,7 +116,10 @@ fn main_rows(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   //@acc
-  for (var c = ls; c < p.nc; c += S) {
+  let c0 = ls;
+  let cstep = S;
+  //@pre
+  for (var c = c0; c < p.nc; c += cstep) {
     let k0 = c * CE;
     //@load
     if (k0 + CE <= p.K) {

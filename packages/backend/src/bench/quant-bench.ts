@@ -26,7 +26,7 @@ import { matmul, matmulPath } from '../ops/core/matmul';
 import { copy } from '../ops/core/transpose';
 import { quantBytes, quantLayout, quantSpec, type QuantSpec, type QuantTensor } from '../ops/quant/formats';
 import { gemv16Dispatch, gemvTuning, gemvTuningCopy, quantGemvDispatch, type GemvClass, type GemvDispatch, type GemvSetting } from '../ops/quant/gemv';
-import { GEMV_SWEEP_LAYOUTS, GEMV_TOL, gemvCaseName, gemvGpuCases, runGemvCase } from '../ops/quant/gemv.cases';
+import { GEMV_SWEEP_LAYOUTS, GEMV_TOL, gemvCaseName, gemvGpuCases, gemvLayoutName, runGemvCase } from '../ops/quant/gemv.cases';
 import { contextI8Plan, I8_TILES, i8Tuning, i8TcFailures, i8TensorCoresReady, i8TileProblem, int8Linear, int8Matmul, lastI8Kernel, quantizeRowsI8 } from '../ops/quant/int8-linear';
 import { i8Cases, runI8Case } from '../ops/quant/int8-linear.cases';
 import { quantLinear, quantLinearBackward } from '../ops/quant/qmatmul';
@@ -39,6 +39,8 @@ const quick = args.includes('--quick');
 const flag = (n: string) => args.includes(`--${n}`) || args.includes('--all');
 const only = ['checks', 'gemv-checks', 'i8-checks', 'gemv', 'int8', 'memory', 'training', 'probe'].some((n) => args.includes(`--${n}`));
 const section = (n: string) => flag(n) || (n.endsWith('-checks') && flag('checks')) || (!only && ['gemv-checks', 'i8-checks', 'gemv', 'int8'].includes(n));
+/** Layouts (gemvLayoutName) of GEMV checks that failed: the sweep leaves them out. */
+const failedLayouts = new Set<string>();
 const reps = Number(args.find((a) => a.startsWith('--reps='))?.split('=')[1] ?? (quick ? 3 : 20));
 const log = (s: string) => process.stderr.write(s + '\n');
 
@@ -111,6 +113,7 @@ async function main() {
       if (!(err < GEMV_TOL)) {
         failed++;
         gemv.push({ name: gemvCaseName(c), relErr: err });
+        for (const set of [c.tune?.few, c.tune?.many]) if (set && 'rows' in set && 'lanes' in set) failedLayouts.add(gemvLayoutName(set as GemvSetting));
       }
     }
     out.gemvChecks = { cases: gemvGpuCases().length, tol: GEMV_TOL, failures: gemv, seconds: (performance.now() - t0) / 1e3 };
@@ -372,7 +375,6 @@ async function streamTime(ctx: Context, list: GemvDispatch[], rounds: number): P
   return { t: med, min: times[0]!, spread: (times[times.length - 1]! - times[0]!) / med };
 }
 
-const layoutName = (v: GemvSetting) => (v.subgroupRows ? `rows r${v.rows} l${v.lanes} t${v.threads}` : `main r${v.rows} t${v.threads}`);
 
 /** A weight rotated over copies for timing: its dispatch list for x and y (under the current tuning). */
 interface Rotated {
@@ -426,7 +428,7 @@ async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<vo
   // sweep: the layouts of each class of row counts (M = 1, 4, 16), int4/64 and f16 weights
   const bigShapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [2048, 5632]];
   const sweepOf = async (kind: 'int4' | 'f16', cls: GemvClass, M: number, shapes: [number, number][]) => {
-    const layouts = GEMV_SWEEP_LAYOUTS[cls];
+    const layouts = GEMV_SWEEP_LAYOUTS[cls].filter((v) => !failedLayouts.has(gemvLayoutName(v)));
     const times: number[][] = layouts.map(() => []);
     for (const [N, K] of shapes) {
       const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
@@ -442,7 +444,7 @@ async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<vo
     const r = rank(times);
     const best = layouts[r.indexOf(Math.min(...r))]!;
     (kind === 'int4' ? gemvTuning : gemvTuning.float)[cls] = { ...best };
-    const res = { M, shapes, chosen: layoutName(best), us: Object.fromEntries(layouts.map((v, vi) => [layoutName(v), times[vi]!.map((t) => +t.toFixed(2))])) };
+    const res = { M, shapes, chosen: gemvLayoutName(best), us: Object.fromEntries(layouts.map((v, vi) => [gemvLayoutName(v), times[vi]!.map((t) => +t.toFixed(2))])) };
     log(`gemv sweep ${kind} ${cls}: chosen ${res.chosen}; ${JSON.stringify(res.us)}`);
     return res;
   };

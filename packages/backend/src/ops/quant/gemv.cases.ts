@@ -96,17 +96,33 @@ export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
   });
 }
 
-const mainLayout = (rows: number, threads: number): GemvSetting => ({ rows, threads, subgroupRows: false, lanes: 0 });
-const rowsLayout = (rows: number, lanes: number, threads: number): GemvSetting => ({ rows, threads, subgroupRows: true, lanes });
+const mainLayout = (rows: number, threads: number, prefetch = false): GemvSetting => ({ rows, threads, subgroupRows: false, lanes: 0, ...(prefetch ? { prefetch } : {}) });
+const rowsLayout = (rows: number, lanes: number, threads: number, prefetch = false): GemvSetting => ({ rows, threads, subgroupRows: true, lanes, ...(prefetch ? { prefetch } : {}) });
 
 /** The layouts `quant-bench --gemv` sweeps for each class of row counts (timed at 1, 4 and 16 rows), pruned by the
  *  first H100 sweep (2026-11-24: entry main_rows with 4, 8 or 16 lanes per row, and main with 2 rows, lost at 1
- *  and 4 rows by 1.3-10x); every one is in the GPU check list. */
+ *  and 4 rows by 1.3-10x), with prefetching variants of those whose threads loop over several chunks; every one is
+ *  in the GPU check list. */
 export const GEMV_SWEEP_LAYOUTS: Record<GemvClass, GemvSetting[]> = {
-  one: [...[4, 8, 16].flatMap((r) => [64, 128, 256].map((t) => mainLayout(r, t))), rowsLayout(8, 32, 128)],
-  few: [...[4, 8, 16].flatMap((r) => [64, 128].map((t) => mainLayout(r, t))), rowsLayout(4, 32, 128), rowsLayout(8, 32, 128), rowsLayout(8, 32, 256)],
-  many: [...[1, 2, 4].map((r) => mainLayout(r, 0)), ...[8, 32].flatMap((l) => [1, 2, 4].flatMap((r) => [128, 256].map((t) => rowsLayout(r, l, t))))],
+  one: [...[4, 8, 16].flatMap((r) => [64, 128, 256].map((t) => mainLayout(r, t))), mainLayout(8, 64, true), mainLayout(16, 64, true), rowsLayout(8, 32, 128), rowsLayout(8, 32, 128, true)],
+  few: [
+    ...[4, 8, 16].flatMap((r) => [64, 128].map((t) => mainLayout(r, t))),
+    mainLayout(8, 64, true),
+    ...[false, true].flatMap((pf) => [rowsLayout(4, 32, 128, pf), rowsLayout(8, 32, 128, pf)]),
+    rowsLayout(8, 32, 256),
+  ],
+  many: [
+    ...[1, 2, 4].map((r) => mainLayout(r, 0)),
+    mainLayout(4, 0, true),
+    ...[8, 32].flatMap((l) => [1, 2, 4].flatMap((r) => [128, 256].map((t) => rowsLayout(r, l, t)))),
+    ...[8, 32].flatMap((l) => [2, 4].map((r) => rowsLayout(r, l, 256, true))),
+  ],
 };
+
+/** A layout's name in benchmark output. */
+export function gemvLayoutName(v: GemvSetting): string {
+  return (v.subgroupRows ? `rows r${v.rows} l${v.lanes} t${v.threads}` : `main r${v.rows} t${v.threads}`) + (v.prefetch ? ' pf' : '');
+}
 
 /** The GPU check list: every format at 1, 4, 7 and 16 rows, odd and multiple-of-block sizes, and each layout the
  *  benchmark sweeps (rows, threads, entry point, lanes per row) on quantized and f16 weights. */

@@ -52,6 +52,11 @@ describe('subgroup GEMV, quantized weights', () => {
     [quantSpec('nf4', 64), 3, 21, 610, 'f16', { few: sgr(2, 3) }],
     [quantSpec('int8', 0), 6, 11, 99, 'f32', { many: sgr(1, 1, 16) }],
     [quantSpec('int4', 64), 16, 13, 320, 'f32', { many: sgr(4, 1) }],
+    // prefetch of the next chunk: several chunks per thread, a partial last chunk, per-row and per-block scales
+    [quantSpec('int4', 64), 1, 37, 700, 'f32', { few: { ...sgr(0, 2), prefetch: true } }],
+    [quantSpec('int4', 32), 3, 9, 1000, 'f16', { few: { rows: 2, threads: 16, subgroupRows: false, prefetch: true } }],
+    [quantSpec('int8', 0), 6, 11, 99, 'f32', { many: { ...sgr(2, 1, 16), prefetch: true } }],
+    [quantSpec('nf4', 64), 1, 19, 610, 'f32', { few: { ...sgr(4, 3), prefetch: true }, unroll: true }],
   ];
   for (const [spec, M, N, K, xd, tune] of cases)
     it.runIf(hasSg())(gemvCaseName({ w: spec, M, N, K, x: xd, bias: N % 2 === 1, tune }), async () => {
@@ -87,6 +92,11 @@ describe('subgroup GEMV, quantized weights', () => {
     expect(quarter).toContain('const S: u32 = 8u;');
     const whole = gemvSource({ MR: 1, R: 2, WG: 64, NSG: 2, CW: 4, epw: 8, fmt: 1, xVec: true, hasBias: false, preScale: false, unroll: true, sgRows: 32, lanes: 32 });
     expect(whole).toContain('return subgroupAdd(v);');
+    // prefetch: the first chunk's words before the loop, the next one's in it
+    const pf = gemvSource({ MR: 1, R: 2, WG: 64, NSG: 2, CW: 4, epw: 8, fmt: 1, G: 64, xVec: true, hasBias: false, preScale: false, unroll: true, prefetch: true });
+    expect(pf).toContain('var pw_1 = q4[row_1 * p.nc + min(c0, p.nc - 1u)];');
+    expect(pf).toContain('let w_1 = pw_1; pw_1 = q4[row_1 * p.nc + min(c + cstep, p.nc - 1u)];');
+    expect(pf).toContain('let s_1 = ps_1; ps_1 = scale_at(row_1 * p.nb + (min(c + cstep, p.nc - 1u)) * CE / 64u);');
   });
 });
 
@@ -99,6 +109,7 @@ describe('gemv16 (the f16 / bf16 GEMV baseline)', () => {
     ['f16', 16, 7, 40],
     ['f16', 2, 9, 31],
     ['f16', 4, 9, 72, { few: { subgroupRows: true, lanes: 4, rows: 2, threads: 0 } }],
+    ['bf16', 1, 11, 300, { few: { subgroupRows: true, lanes: 2, rows: 2, threads: 0, prefetch: true } }],
   ];
   for (const [wd, M, N, K, tune] of cases)
     it(gemvCaseName({ w: wd, M, N, K, bias: M === 2, tune }), async () => {

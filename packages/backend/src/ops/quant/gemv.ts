@@ -32,6 +32,9 @@ export interface GemvSetting {
    *  subgroup). Fewer lanes per row: each X load serves more rows of the subgroup (broadcast), sums end in a
    *  shuffle butterfly instead of `subgroupAdd`. */
   lanes: number;
+  /** Load the words (and scales) of a thread's next chunk of each row before computing this one: loads stay in
+   *  flight through the loop over a row's chunks (where a thread has several). */
+  prefetch?: boolean;
 }
 
 /** The row counts of X tuned apart: one row (`one`), 2 .. manyFrom - 1 (`few`), manyFrom .. 16 (`many`). */
@@ -161,24 +164,31 @@ export function gemvSource(o: GemvShape): string {
       !o.sgRows || S === o.sgRows
         ? 'fn lanes_sum(v: f32) -> f32 { return subgroupAdd(v); }\n'
         : 'fn lanes_sum(v0: f32) -> f32 {\n  var v = v0;\n  for (var m = S / 2u; m > 0u; m >>= 1u) { v += subgroupShuffleXor(v, m); }\n  return v;\n}\n';
-  return pre + gemvWgsl.replace(/^(\s*)\/\/@(acc|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
+  return pre + gemvWgsl.replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
 }
 
 type Group = [number, number, (r: number) => string];
 type XLoad = (m: number | string, e0: number, g: number) => string;
 
-/** The //@load lines: each row's chunk words (and scale). */
-function loadCode(R: number, CW: number, hasScale: boolean, G = 0): string {
-  // the block of chunk k0: a shift where the block size is a constant power of two (no run-time division)
-  const blk = G ? ` + k0 / ${G}u` : '';
-  return [...Array(R).keys()]
-    .map((r) => {
-      const row = `let row_${r} = min(n0 + ${r}u, p.N - 1u);`;
-      const w = CW === 4 ? `let w_${r} = q4[row_${r} * p.nc + c];` : `let w_${r} = q[row_${r} * p.nc + c];`;
-      const s = hasScale ? `let s_${r} = scale_at(row_${r} * p.nb${blk});` : '';
-      return [row, w, s].filter(Boolean).join(' ');
-    })
-    .join('\n    ');
+/** The //@pre and //@load lines: each row's chunk words (and scale); with `prefetch`, those of the thread's first
+ *  chunk before the loop, and in the loop those of its next chunk (c + cstep, clamped to the row's last) loaded
+ *  while this one is computed. */
+function loadCode(R: number, CW: number, hasScale: boolean, G = 0, prefetch = false): { pre: string; load: string } {
+  const word = (r: number, c: string) => `${CW === 4 ? 'q4' : 'q'}[row_${r} * p.nc + ${c}]`;
+  // the block of chunk c: a shift where the block size is a constant power of two (no run-time division)
+  const scale = (r: number, c: string) => `scale_at(row_${r} * p.nb${G ? ` + (${c}) * CE / ${G}u` : ''})`;
+  const rs = [...Array(R).keys()];
+  const row = (r: number) => `let row_${r} = min(n0 + ${r}u, p.N - 1u);`;
+  if (!prefetch)
+    return {
+      pre: '',
+      load: rs.map((r) => [row(r), `let w_${r} = ${word(r, 'c')};`, hasScale ? `let s_${r} = ${scale(r, 'c')};` : ''].filter(Boolean).join(' ')).join('\n    '),
+    };
+  const first = 'min(c0, p.nc - 1u)';
+  const next = 'min(c + cstep, p.nc - 1u)';
+  const pre = rs.map((r) => [row(r), `var pw_${r} = ${word(r, first)};`, hasScale ? (G ? `var ps_${r} = ${scale(r, first)};` : `let s_${r} = ${scale(r, 'c0')};`) : ''].filter(Boolean).join(' '));
+  const load = rs.map((r) => [`let w_${r} = pw_${r}; pw_${r} = ${word(r, next)};`, hasScale && G ? `let s_${r} = ps_${r}; ps_${r} = ${scale(r, next)};` : ''].filter(Boolean).join(' '));
+  return { pre: pre.join('\n  '), load: load.join('\n    ') };
 }
 
 /** Every accumulator a named variable, every row and row of X written out (GPUs). */
@@ -216,7 +226,7 @@ function unrolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolea
     ...rs.map((r) => `  if (n0 + ${r}u < p.N) { ${ms.map((m) => `y[${m}u * p.N + n0 + ${r}u] = z_${r}_${m}${o.hasBias ? ` + read_bias(n0 + ${r}u)` : ''};`).join(' ')} }`),
     '}',
   ].join('\n  ');
-  return { acc, load: loadCode(R, CW, hasScale, o.G), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
+  return { acc, ...loadCode(R, CW, hasScale, o.G, o.prefetch), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
 /** The rows of X in loops over an array of accumulators whose bound the compiler cannot see (`p.one`):
@@ -239,7 +249,7 @@ function rolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolean)
   const rowsOut =
     `for (var i = 0u; i < R * MR * p.one; i++) { let z = lanes_sum(a[i]); let n = n0 + i / MR; ` +
     `if (ls == 0u && n < p.N) { y[(i % MR) * p.N + n] = z${o.hasBias ? ' + read_bias(n)' : ''}; } }`;
-  return { acc: 'var a: array<f32, R * MR>;', load: loadCode(R, CW, hasScale, o.G), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
+  return { acc: 'var a: array<f32, R * MR>;', ...loadCode(R, CW, hasScale, o.G, o.prefetch), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
 /** What one generated GEMV kernel is specialised for. */
@@ -267,6 +277,8 @@ export interface GemvShape {
   sgRows?: number;
   /** main_rows: lanes per row (divides sgRows; unset: sgRows). */
   lanes?: number;
+  /** Load each row's next chunk while computing this one (see {@link GemvSetting.prefetch}). */
+  prefetch?: boolean;
   /** Quantized weights: elements per block where a row has several blocks (else 0: one scale per row). */
   G?: number;
   /** Benchmarks only: leave a stage out (see `gemvTuning.probe`). */
@@ -301,7 +313,7 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
   const sgRows = set.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
   // lanes per row: a power of two dividing the subgroup size, else the whole subgroup
   const S = sgRows && set.lanes > 0 && set.lanes < sgMax && sgMax % set.lanes === 0 && (set.lanes & (set.lanes - 1)) === 0 ? set.lanes : sgMax;
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax, lanes: S } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}) };
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax, lanes: S } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}) };
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
   const kernel = cachedKernel(ctx, key, () => ({
     name: floatW ? 'gemv16' : 'dequant-gemv-sg',
