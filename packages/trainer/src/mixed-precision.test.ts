@@ -197,6 +197,23 @@ describe('mixed precision', () => {
     model.dispose();
   });
 
+  it('the range check reads a large weight in pieces: a value beyond f16 in its last piece is found, with at most 32 MiB of |x| at a time', async () => {
+    const n = 2 * 8 * 2 ** 20 + 3; // three pieces of the check, the last one odd-sized
+    const v = new Float32Array(n).fill(0.5);
+    v[n - 2] = -7e4;
+    const big = new Tensor(ctx, upload(ctx, v, [n], 'bf16'), false);
+    const model = { namedParameters: () => [['embed', big] as [string, Tensor]] };
+    await ctx.sync();
+    const live0 = ctx.memory.live;
+    ctx.resetPeak();
+    await expect(checkF16Range(model)).rejects.toThrow(/'embed' \(max \|x\| -?7\.\d+e\+4\)/);
+    expect(ctx.memory.peak - live0).toBeLessThanOrEqual(32 * 2 ** 20 + 4096);
+    v[n - 2] = 0.25;
+    big.assign(upload(ctx, v, [n], 'bf16'));
+    await checkF16Range(model);
+    big.dispose();
+  });
+
   it('a NaN loss with no loss scaler stops the run after 3 bad steps; no checkpoint of NaN weights is written', async () => {
     // from step 3 on the loss (and so every gradient) is NaN
     const poisoned = (t: () => Trainer) => (b: { labels: Int32Array }, ids: Tensor, m: { loss(ids: Tensor, l: Int32Array): { loss: Tensor } }) => {

@@ -1,4 +1,4 @@
-import { abs, cast, ConfigError, empty, isFloat, isHalf, reduce, storageBytes, type DType } from '@rusty/backend';
+import { abs, cast, ConfigError, empty, isFloat, isHalf, reduce, storageBytes, type DeviceTensor, type DType, type SubBuffer } from '@rusty/backend';
 import { noGrad, type Tensor } from '@rusty/autograd';
 
 /** 16-bit storage formats for frozen weights. */
@@ -47,9 +47,14 @@ export function castFrozenParameters(model: HasNamedParameters, dtype: HalfDType
 /** The largest finite f16 value. */
 export const F16_MAX = 65504;
 
+/** Elements per piece of the range check: a larger parameter is read in pieces (sub-buffers of its buffer), so
+ *  the check's transient |x| stays at 32 MiB of f32 (the |x| of a whole 32000 x 2048 embedding was 250 MiB, which
+ *  the buffer pool then kept, unused, for the whole run). */
+const RANGE_PIECE = 8 * 2 ** 20;
+
 /**
- * The range check of f16 compute: every float parameter's largest magnitude (one reduction per tensor on the
- * GPU, one read-back), and a `ConfigError` naming each parameter whose values are beyond f16's range (|x| >
+ * The range check of f16 compute: every float parameter's largest magnitude (one reduction per tensor, or per
+ * piece of {@link RANGE_PIECE} elements, on the GPU, one read-back), and a `ConfigError` naming each parameter whose values are beyond f16's range (|x| >
  * 65504, or infinite: a bf16 checkpoint loaded as f16 turns such values into infinities). Under f16 compute the
  * projections round their weights to f16, so such a weight would turn into infinities there.
  */
@@ -63,16 +68,28 @@ export async function checkF16Range(model: HasNamedParameters): Promise<void> {
   }
   if (!list.length) return;
   const ctx = list[0]![1].ctx;
-  const maxima = empty(ctx, [list.length]);
+  // pieces of at most RANGE_PIECE elements (sub-buffers of a large weight's buffer): [parameter index, view]
+  const pieces: [number, DeviceTensor][] = [];
+  list.forEach(([, p], i) => {
+    if (p.size <= RANGE_PIECE || (p.data.buffer as SubBuffer).root) return void pieces.push([i, { ...p.data, shape: [p.size] }]);
+    for (let e = 0; e < p.size; e += RANGE_PIECE) {
+      const n = Math.min(RANGE_PIECE, p.size - e);
+      const bytes = Math.ceil(storageBytes(p.dtype, n) / 4) * 4;
+      pieces.push([i, { ...p.data, buffer: ctx.subBuffer(p.data.buffer, storageBytes(p.dtype, e), bytes), shape: [n] }]);
+    }
+  });
+  const maxima = empty(ctx, [pieces.length]);
   try {
-    list.forEach(([, p], i) => {
-      const a = abs(ctx, { ...p.data, shape: [p.size] });
+    pieces.forEach(([, v], k) => {
+      const a = abs(ctx, v);
       const m = reduce(ctx, 'max', a, 0);
-      ctx.copy(m.buffer, maxima.buffer, 4, 0, 4 * i);
+      ctx.copy(m.buffer, maxima.buffer, 4, 0, 4 * k);
       ctx.release(a.buffer);
       ctx.release(m.buffer);
     });
-    const got = new Float32Array(await ctx.read(maxima.buffer, 4 * list.length));
+    const perPiece = new Float32Array(await ctx.read(maxima.buffer, 4 * pieces.length));
+    const got = new Float32Array(list.length);
+    pieces.forEach(([i], k) => (got[i] = Math.max(got[i]!, perPiece[k]!)));
     const bad = list.flatMap(([name], i) => (got[i]! > F16_MAX ? [`'${name}' (max |x| ${got[i]!.toPrecision(4)})`] : []));
     if (bad.length)
       throw new ConfigError(
@@ -82,5 +99,6 @@ export async function checkF16Range(model: HasNamedParameters): Promise<void> {
       );
   } finally {
     ctx.release(maxima.buffer);
+    for (const [i, v] of pieces) if (v.buffer !== list[i]![1].data.buffer) ctx.release(v.buffer);
   }
 }

@@ -116,30 +116,40 @@ interface Snapshot {
 }
 
 /** Wrap the context's buffer pool: a tag per live buffer, and the live set at the highest peak. */
-function instrument(ctx: Context): { live: Map<GpuBuffer, Alloc>; peak: () => Snapshot | null; reset: () => void } {
-  const pool = (ctx as unknown as { pool: { acquire(b: number): GpuBuffer; release(b: GpuBuffer): void; stats: { live: number } } }).pool;
+function instrument(ctx: Context): { live: Map<GpuBuffer, Alloc>; peak: () => Snapshot | null; held: () => Snapshot | null; reset: () => void } {
+  const pool = (ctx as unknown as { pool: { acquire(b: number): GpuBuffer; release(b: GpuBuffer): void; stats: { live: number; pooled: number } } }).pool;
   const live = new Map<GpuBuffer, Alloc>();
+  /** Released buffers the pool keeps, with the tag of their last allocation. */
+  const pooled = new Map<GpuBuffer, Alloc>();
   let best: Snapshot | null = null;
+  let bestHeld: Snapshot | null = null;
   let armed = false;
   const acquire = pool.acquire.bind(pool);
   const release = pool.release.bind(pool);
   pool.acquire = (bytes: number) => {
     const b = acquire(bytes);
+    pooled.delete(b);
     const op = opStack[opStack.length - 1];
     // a checkpointed layer's forward run again in backward (the checkpoint node is no registered op: its frame)
     const inRecompute = op !== undefined && op.endsWith('.fwd') && checkpointed && (new Error().stack ?? '').includes('autograd/src/checkpoint.ts');
     const tag = (inRecompute ? 'recompute: ' : '') + (op ?? siteOf());
     live.set(b, { tag, bytes: b.size });
     if (armed && pool.stats.live > (best?.live ?? 0)) best = { live: pool.stats.live, at: [...opStack.slice(0, -1), tag].join(' > '), buffers: [...live] };
+    if (armed && pool.stats.live + pool.stats.pooled > (bestHeld?.live ?? 0))
+      bestHeld = { live: pool.stats.live + pool.stats.pooled, at: [...opStack.slice(0, -1), tag].join(' > '), buffers: [...pooled] };
     return b;
   };
   pool.release = (b: GpuBuffer) => {
+    const a = live.get(b);
     live.delete(b);
+    const before = pool.stats.pooled;
     release(b);
+    if (a && pool.stats.pooled > before) pooled.set(b, a); // kept (not destroyed)
   };
   return {
     live,
     peak: () => best,
+    held: () => bestHeld,
     reset: () => {
       armed = true;
       best = { live: pool.stats.live, at: 'before the steps', buffers: [...live] };
@@ -156,6 +166,8 @@ interface RunResult {
   peakAt: string;
   /** The largest buffers alive at the peak, allocated during the steps: [tag, MiB]. */
   largest: [string, number][];
+  /** Bytes the pool kept unused at the peak of allocated + pooled, by the op that last allocated them. */
+  pooledAtHeld: Record<string, number>;
   /** Bytes by category at the allocated peak. */
   categories: Record<string, { bytes: number; buffers: number }>;
   loss: number;
@@ -235,7 +247,10 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
   }
   largest.sort((x, y) => y[1] - x[1]);
   largest.splice(top);
-  const out: RunResult = { layers, peakBytes: mem.peak, peakReservedBytes: mem.peakReserved, peakAt: snap.at, largest, categories, loss };
+  // what the pool kept unused at the peak of live + pooled: by the op that last allocated each buffer
+  const pooledAtHeld: Record<string, number> = {};
+  for (const [, a] of acct.held()?.buffers ?? []) pooledAtHeld[a.tag] = (pooledAtHeld[a.tag] ?? 0) + a.bytes;
+  const out: RunResult = { layers, peakBytes: mem.peak, peakReservedBytes: mem.peakReserved, peakAt: snap.at, largest, pooledAtHeld, categories, loss };
   if (Math.abs(snap.live - mem.peak) > 0) process.stderr.write(`qlora-memory-bench: snapshot ${snap.live} != peak ${mem.peak}\n`);
   trainer.dispose();
   opt.dispose();
@@ -284,6 +299,7 @@ for (const run of runs) {
     peakAt: r.peakAt,
     loss: r.loss,
     largestMiB: r.largest,
+    pooledAtHeldPeakGiB: sortCats(r.pooledAtHeld),
     atPeakGiB: sortCats(Object.fromEntries(Object.entries(r.categories).map(([k, v]) => [k, v.bytes]))),
   }));
   const entry: Record<string, unknown> = { measured };
