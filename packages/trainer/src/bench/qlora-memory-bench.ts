@@ -117,7 +117,8 @@ interface Snapshot {
 
 /** Wrap the context's buffer pool: a tag per live buffer, and the live set at the highest peak. */
 function instrument(ctx: Context): { live: Map<GpuBuffer, Alloc>; peak: () => Snapshot | null; held: () => Snapshot | null; reset: () => void } {
-  const pool = (ctx as unknown as { pool: { acquire(b: number): GpuBuffer; release(b: GpuBuffer): void; stats: { live: number; pooled: number } } }).pool;
+  const pool = (ctx as unknown as { pool: { acquire(b: number): GpuBuffer; release(b: GpuBuffer): void; trim(): void; stats: { live: number; pooled: number } } })
+    .pool;
   const live = new Map<GpuBuffer, Alloc>();
   /** Released buffers the pool keeps, with the tag of their last allocation. */
   const pooled = new Map<GpuBuffer, Alloc>();
@@ -126,6 +127,11 @@ function instrument(ctx: Context): { live: Map<GpuBuffer, Alloc>; peak: () => Sn
   let armed = false;
   const acquire = pool.acquire.bind(pool);
   const release = pool.release.bind(pool);
+  const trim = pool.trim.bind(pool);
+  pool.trim = () => {
+    trim();
+    pooled.clear();
+  };
   pool.acquire = (bytes: number) => {
     const b = acquire(bytes);
     pooled.delete(b);
@@ -201,6 +207,8 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
   const model = new CausalLM(ctx, config, { dtype: 'bf16', seed: 3, gradientCheckpointing: ckpt });
   if (nf4) quantizeLinears(model, quantSpec('nf4', 64, true));
   applyLora(model, { r: R, alpha: 2 * R, targetModules: TARGETS, seed: 2 });
+  // the pool is emptied (the CLI loads into 4-byte placeholders and quantizes as the weights stream in: no dense
+  // copies are left over)
   await ctx.sync();
   ctx.trimPool();
   const rng = new Rng(7);
