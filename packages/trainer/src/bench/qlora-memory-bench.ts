@@ -136,8 +136,10 @@ function instrument(ctx: Context): { live: Map<GpuBuffer, Alloc>; peak: () => Sn
     const b = acquire(bytes);
     pooled.delete(b);
     const op = opStack[opStack.length - 1];
-    // a checkpointed layer's forward run again in backward (the checkpoint node is no registered op: its frame)
-    const inRecompute = op !== undefined && op.endsWith('.fwd') && checkpointed && (new Error().stack ?? '').includes('autograd/src/checkpoint.ts');
+    // a checkpointed layer's forward run again in backward (the checkpoint node is no registered op: its frame,
+    // under the backward engine's)
+    const stack = op !== undefined && op.endsWith('.fwd') && checkpointed ? (new Error().stack ?? '') : '';
+    const inRecompute = stack.includes('autograd/src/checkpoint.ts') && stack.includes('autograd/src/engine.ts');
     const tag = (inRecompute ? 'recompute: ' : '') + (op ?? siteOf());
     live.set(b, { tag, bytes: b.size });
     if (armed && pool.stats.live > (best?.live ?? 0)) best = { live: pool.stats.live, at: [...opStack.slice(0, -1), tag].join(' > '), buffers: [...live] };
@@ -232,7 +234,8 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
   await ctx.sync();
   ctx.resetPeak();
   acct.reset();
-  const before = new Set(acct.live.keys());
+  // allocation records (not buffers: the pool hands a released buffer out again) alive before the first step
+  const before = new Set(acct.live.values());
   await trainer.fit();
   await ctx.sync();
   const mem = ctx.memory;
@@ -247,11 +250,11 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
   const largest: [string, number][] = [];
   const snap = acct.peak()!;
   for (const [b, a] of snap.buffers) {
-    const tag = names.get(b) ?? (before.has(b) ? (nf4 && a.tag.includes('quant') ? 'NF4 scales' : `before the steps: ${a.tag}`) : a.tag);
+    const tag = names.get(b) ?? (before.has(a) ? (nf4 && a.tag.includes('quant') ? 'NF4 scales' : `before the steps: ${a.tag}`) : a.tag);
     const c = (categories[tag] ??= { bytes: 0, buffers: 0 });
     c.bytes += a.bytes;
     c.buffers++;
-    if (!before.has(b) && !names.has(b)) largest.push([tag, +(a.bytes / 2 ** 20).toFixed(2)]);
+    if (!before.has(a) && !names.has(b)) largest.push([tag, +(a.bytes / 2 ** 20).toFixed(2)]);
   }
   largest.sort((x, y) => y[1] - x[1]);
   largest.splice(top);
