@@ -9,7 +9,8 @@
 # From the repository root:
 #   pnpm build && ../shared/gpu/pack.sh packages/cli/src/bench/lora-1b-cli.ts      # then carry .gpu
 #   bash packages/cli/src/bench/lora-1b.sh [tinyllama|small] [STEPS=25] [work dir=tmp/lora-1b]
-# LORA_RUNS picks the runs (default "rusty-f32 rusty-bf16 rusty-f16 torch-fp32 torch-bf16").
+# LORA_RUNS picks the runs (default "rusty-f32 rusty-bf16 rusty-f16 torch-fp32 torch-bf16"); RUN_TIMEOUT (s, default
+# 400) bounds each run.
 # Rusty's numbers are the `summary` line of its metrics.jsonl: medians over the steps after its 5 warm-up steps
 # (its last step, which has no next step's encoding in its interval, is run but not counted: it runs STEPS + 6).
 set -uo pipefail
@@ -52,14 +53,17 @@ for run in $runs; do
     rusty-*)
       mp=${run#rusty-}; [ "$mp" = f32 ] && mp=no
       out="$work/$run"; log="$work/$run.log"
-      if bash .gpu/run.sh lora-1b-cli finetune --model "$work/model" --data "$work/corpus.txt" --out "$out" "${common[@]}" \
+      # a run that outlives RUN_TIMEOUT gets SIGUSR2 first: node writes a diagnostic report (JS and native stacks)
+      # into the work dir, then it is killed
+      if timeout -s USR2 -k 20 "${RUN_TIMEOUT:-400}" env RUSTY_DEBUG=1 NODE_OPTIONS="--report-on-signal --report-signal=SIGUSR2 --report-directory=$work" \
+        bash .gpu/run.sh lora-1b-cli finetune --model "$work/model" --data "$work/corpus.txt" --out "$out" "${common[@]}" \
         --mixed-precision "$mp" >"$log" 2>&1; then
         rusty_line "${run#rusty-}" "$out" "$log" | tee -a "$results"
       else
-        echo "{\"side\": \"rusty\", \"mode\": \"${run#rusty-}\", \"failed\": true, \"log\": \"$log\"}"; tail -n 5 "$log"
+        echo "{\"side\": \"rusty\", \"mode\": \"${run#rusty-}\", \"failed\": true, \"log\": \"$log\"}"; tail -n 12 "$log"
       fi ;;
     torch-*)
-      python3 "$here/lora_torch.py" --model "$work/model" --mode "${run#torch-}" --steps "$steps" --warmup 5 2>"$work/$run.log" | tee -a "$results" ||
+      timeout "${RUN_TIMEOUT:-400}" python3 "$here/lora_torch.py" --model "$work/model" --mode "${run#torch-}" --steps "$steps" --warmup 5 2>"$work/$run.log" | tee -a "$results" ||
         { echo "{\"side\": \"pytorch\", \"mode\": \"${run#torch-}\", \"failed\": true}"; tail -n 5 "$work/$run.log"; } ;;
     *) echo "lora-1b.sh: unknown run '$run'" >&2; exit 2 ;;
   esac

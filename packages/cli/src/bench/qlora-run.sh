@@ -4,7 +4,7 @@
 # A run name is bf16 (--mixed-precision bf16) or nf4 (--quantize nf4 --mixed-precision bf16), optionally with
 # -ckpt (--gradient-checkpointing) and -f32 (no --mixed-precision). Each run writes <work_dir>/<run>/: out/ (the
 # adapter and metrics.jsonl), log.txt, smi.txt, baseline.txt, wall_s.txt, rc.txt. QLORA_SEQ / QLORA_BATCH
-# (default 512 / 4) change the batch, QLORA_ARGS adds flags to every run.
+# (default 512 / 4) change the batch, QLORA_ARGS adds flags to every run, RUN_TIMEOUT (s) bounds each run.
 set -uo pipefail
 work=$1 model=$2 steps=$3 entry=$4
 shift 4
@@ -25,7 +25,9 @@ for run in "$@"; do
     spid=$!
   fi
   t0=$(date +%s.%N)
-  bash .gpu/run.sh "$entry" finetune --model "$model" --data "$work/corpus.txt" --out "$d/out" \
+  # RUN_TIMEOUT (s, default 600) bounds a run; past it node gets SIGUSR2 and writes a diagnostic report into $d
+  timeout -s USR2 -k 20 "${RUN_TIMEOUT:-600}" env RUSTY_DEBUG=1 NODE_OPTIONS="--report-on-signal --report-signal=SIGUSR2 --report-directory=$d" \
+    bash .gpu/run.sh "$entry" finetune --model "$model" --data "$work/corpus.txt" --out "$d/out" \
     --targets all --r 16 --alpha 32 --seq-len "${QLORA_SEQ:-512}" --batch-size "${QLORA_BATCH:-4}" --steps "$steps" --lr 1e-4 --val-split 0 \
     --log-every 5 "${extra[@]}" ${QLORA_ARGS:-} >"$d/log.txt" 2>&1
   echo $? >"$d/rc.txt"
