@@ -12,8 +12,7 @@
 // Prepended by the wrapper (ops/quant/gemv.ts), all WGSL consts: MR (rows of X), R (rows of W per workgroup),
 //   WG (threads), NSG (most subgroups a workgroup can have: WG / the adapter's smallest subgroup size), CW (u32
 //   words per chunk: 4, one vec4u load, or 1), CE (elements per chunk), HAS_BIAS, FLOAT_W (16-bit float weights),
-//   SG and S (main_rows only: the fixed subgroup size and the lanes per row; `fn lanes_sum(v: f32) -> f32`, the
-//   sum over a row's lanes), `fn deq_f2(w: u32) -> vec2f` (float weights: the two values of a word, from the format table), the
+//   SG (the fixed subgroup size, main_rows only), `fn deq_f2(w: u32) -> vec2f` (float weights: the two values of a word, from the format table), the
 //   FMT override (quant-common), and the generated code at the //@acc, //@pre, //@load, //@fast, //@tail and
 //   //@reduce lines: named accumulators a_<r>_<m>, (//@pre, where the setting prefetches) the first chunk's words
 //   pw_<r> and scales ps_<r> loaded before the loop, the R rows' chunk words w_<r> and scales s_<r> (with prefetch:
@@ -99,25 +98,22 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u
   }
 }
 
-// Entry point main_rows (gemvTuning's subgroupRows; adapters with one fixed subgroup size SG): the lanes of a
-// subgroup form SG / S groups of S lanes (lane = group * S + ls); each group owns R consecutive rows of W (n0 = R *
-// ((workgroup index * WG / SG + subgroup_id) * SG / S + group)) and its lane ls takes chunks ls, ls + S, ...: one
-// load instruction reads S consecutive 16-byte words of each of SG / S rows, and one X load serves every group of
-// the subgroup (S distinct words). Each accumulator is summed over the group (lanes_sum: subgroupAdd where S ==
-// SG, else an xor butterfly of subgroupShuffleXor) and lane ls == 0 writes it: no workgroup memory or barrier
-// after the NF4 table. Grid: ceil(N / (R * WG / S)) workgroups.
+// Entry point main_rows (gemvTuning's subgroupRows; adapters with one fixed subgroup size SG): each subgroup owns R
+// rows of W (n0 = R * (workgroup index * WG / SG + subgroup_id)) and lane l takes chunks l, l + SG, ...; the
+// workgroup's subgroups walk the same chunks of X together (so that X's loads can hit the L1 cache). Each
+// accumulator is summed over the subgroup and the elected lane writes it: no workgroup memory or barrier after
+// the NF4 table. Grid: ceil(N / (R * WG / SG)) workgroups.
 @compute @workgroup_size(WG)
 fn main_rows(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u32,
              @builtin(subgroup_id) sid: u32, @builtin(subgroup_invocation_id) lane: u32) {
-  let ls = lane % S;
-  let n0 = (((wg.x + wg.y * p.gx) * (WG / SG) + sid) * (SG / S) + lane / S) * R;
+  let n0 = ((wg.x + wg.y * p.gx) * (WG / SG) + sid) * R;
   if (!FLOAT_W && FMT == 2u) {
     if (li < 16u) { lut[li] = NF4_CODE[li]; }
     workgroupBarrier();
   }
   //@acc
-  let c0 = ls;
-  let cstep = S;
+  let c0 = lane;
+  let cstep = SG;
   //@pre
   for (var c = c0; c < p.nc; c += cstep) {
     let k0 = c * CE;

@@ -9,7 +9,7 @@ mkdir -p "$out"
 nvidia-smi --query-compute-apps=pid,name,used_memory --format=csv
 timeout 60 bash .gpu/run.sh quant-bench --i8-checks --int8 --reps=10 >"$out/int8.json" 2>"$out/int8.log"
 echo "int8 rc=$?"
-timeout 170 bash .gpu/run.sh quant-bench --gemv-checks --gemv --reps=10 >"$out/gemv.json" 2>"$out/gemv.log"
+timeout 300 bash .gpu/run.sh quant-bench --gemv-checks --gemv --reps=10 >"$out/gemv.json" 2>"$out/gemv.log"
 echo "gemv rc=$?"
 if [ "${TORCH:-1}" = 1 ]; then
   timeout 60 python3 packages/backend/src/bench/quant_torch.py --reps 20 >"$out/torch.json" 2>"$out/torch.log"

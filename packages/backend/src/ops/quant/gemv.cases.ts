@@ -96,36 +96,25 @@ export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
   });
 }
 
-const mainLayout = (rows: number, threads: number, prefetch = false): GemvSetting => ({ rows, threads, subgroupRows: false, lanes: 0, ...(prefetch ? { prefetch } : {}) });
-const rowsLayout = (rows: number, lanes: number, threads: number, prefetch = false): GemvSetting => ({ rows, threads, subgroupRows: true, lanes, ...(prefetch ? { prefetch } : {}) });
+const mainLayout = (rows: number, threads: number, prefetch = false): GemvSetting => ({ rows, threads, subgroupRows: false, ...(prefetch ? { prefetch } : {}) });
+const rowsLayout = (rows: number, threads: number, prefetch = false): GemvSetting => ({ rows, threads, subgroupRows: true, ...(prefetch ? { prefetch } : {}) });
 
-/** The layouts `quant-bench --gemv` sweeps for each class of row counts (timed at 1, 4 and 16 rows), pruned by the
- *  first H100 sweep (2026-11-24: entry main_rows with 4, 8 or 16 lanes per row, and main with 2 rows, lost at 1
- *  and 4 rows by 1.3-10x), with prefetching variants of those whose threads loop over several chunks; every one is
- *  in the GPU check list. */
+/** The layouts `quant-bench --gemv` sweeps for each class of row counts (timed at 1, 4 and 16 rows): those that
+ *  won or came close in the H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md; main_rows with 4, 8 or 16 lanes per
+ *  row, and main with 1 or 2 rows, lost everywhere and are gone); every one is in the GPU check list. */
 export const GEMV_SWEEP_LAYOUTS: Record<GemvClass, GemvSetting[]> = {
-  one: [...[4, 8, 16].flatMap((r) => [64, 128, 256].map((t) => mainLayout(r, t))), mainLayout(8, 64, true), mainLayout(16, 64, true), rowsLayout(8, 32, 128), rowsLayout(8, 32, 128, true)],
-  few: [
-    ...[4, 8, 16].flatMap((r) => [64, 128].map((t) => mainLayout(r, t))),
-    mainLayout(8, 64, true),
-    ...[false, true].flatMap((pf) => [rowsLayout(4, 32, 128, pf), rowsLayout(8, 32, 128, pf)]),
-    rowsLayout(8, 32, 256),
-  ],
-  many: [
-    ...[1, 2, 4].map((r) => mainLayout(r, 0)),
-    mainLayout(4, 0, true),
-    ...[8, 32].flatMap((l) => [1, 2, 4].flatMap((r) => [128, 256].map((t) => rowsLayout(r, l, t)))),
-    ...[8, 32].flatMap((l) => [2, 4].map((r) => rowsLayout(r, l, 256, true))),
-  ],
+  one: [...[8, 16].flatMap((r) => [64, 128, 256].map((t) => mainLayout(r, t))), mainLayout(4, 256), mainLayout(8, 64, true), rowsLayout(8, 128, true)],
+  few: [...[4, 8].flatMap((r) => [64, 128].map((t) => mainLayout(r, t))), mainLayout(8, 64, true), rowsLayout(8, 128), rowsLayout(8, 128, true)],
+  many: [mainLayout(4, 0), mainLayout(4, 0, true), ...[2, 4].flatMap((r) => [128, 256].flatMap((t) => [rowsLayout(r, t), rowsLayout(r, t, true)]))],
 };
 
 /** A layout's name in benchmark output. */
 export function gemvLayoutName(v: GemvSetting): string {
-  return (v.subgroupRows ? `rows r${v.rows} l${v.lanes} t${v.threads}` : `main r${v.rows} t${v.threads}`) + (v.prefetch ? ' pf' : '');
+  return `${v.subgroupRows ? 'rows' : 'main'} r${v.rows} t${v.threads}${v.prefetch ? ' pf' : ''}`;
 }
 
 /** The GPU check list: every format at 1, 4, 7 and 16 rows, odd and multiple-of-block sizes, and each layout the
- *  benchmark sweeps (rows, threads, entry point, lanes per row) on quantized and f16 weights. */
+ *  benchmark sweeps (entry point, rows, threads, prefetch) on quantized and f16 weights. */
 export function gemvGpuCases(): GemvCase[] {
   const cases: GemvCase[] = [];
   const ws: GemvCase['w'][] = [quantSpec('int4', 64), quantSpec('int4', 32), quantSpec('int4', 128), quantSpec('nf4', 64), quantSpec('nf4', 64, true), quantSpec('int8', 0), quantSpec('int8', 32), 'f16', 'bf16'];
@@ -139,10 +128,10 @@ export function gemvGpuCases(): GemvCase[] {
   for (const rows of [1, 2])
     for (const threads of [64, 128, 256]) cases.push({ w: i4, M: 1, N: 263, K: 4096, tune: { few: { rows, threads, subgroupRows: false } } });
   cases.push({ w: i4, M: 16, N: 50, K: 256, tune: { many: { rows: 4, threads: 32, subgroupRows: false } } }); // 64 outputs, 32 threads
-  // entry main_rows, whole subgroups and 8 lanes per row: every format, odd sizes
+  // entry main_rows, with and without prefetch: every format, odd sizes
   for (const w of [i4, quantSpec('nf4', 64), quantSpec('int8', 0), 'f16' as const])
     for (const M of [1, 4, 16])
-      for (const lanes of [8, 32]) cases.push({ w, M, N: 301, K: 1000, bias: M === 4, tune: { few: { subgroupRows: true, lanes }, many: { subgroupRows: true, lanes } } });
+      for (const prefetch of [false, true]) cases.push({ w, M, N: 301, K: 1000, bias: M === 4, tune: { few: { subgroupRows: true, prefetch }, many: { subgroupRows: true, prefetch } } });
   // each swept layout at its row count, int4 and f16, odd sizes
   for (const [cls, M] of [['one', 1], ['few', 4], ['many', 16]] as const)
     for (const set of GEMV_SWEEP_LAYOUTS[cls]) {

@@ -19,19 +19,15 @@ import { quantPrelude } from './quantize';
 /** Rows of X the GEMV kernels take. */
 export const GEMV_MAX_ROWS = 16;
 
-/** One layout of the subgroup GEMV (see `shaders/dequant-gemv-sg.wgsl`): entry point, rows, threads, lanes. */
+/** One layout of the subgroup GEMV (see `shaders/dequant-gemv-sg.wgsl`): entry point, rows, threads, prefetch. */
 export interface GemvSetting {
   /** Rows of W per workgroup (entry `main`), or per thread (`main_rows`). */
   rows: number;
   /** Threads per workgroup (`0`: from the row length, {@link gemvThreads}). */
   threads: number;
-  /** Entry point `main_rows` (adapters with one fixed subgroup size): each group of `lanes` lanes of a subgroup
-   *  owns `rows` rows of W, no workgroup reduction; else `main` (the workgroup's threads split each row). */
+  /** Entry point `main_rows` (adapters with one fixed subgroup size): each subgroup owns `rows` rows of W, its
+   *  lanes split each row, no workgroup reduction; else `main` (the workgroup's threads split each row). */
   subgroupRows: boolean;
-  /** `main_rows` only: lanes that share a row (a power of two dividing the subgroup size; `0`: the whole
-   *  subgroup). Fewer lanes per row: each X load serves more rows of the subgroup (broadcast), sums end in a
-   *  shuffle butterfly instead of `subgroupAdd`. */
-  lanes: number;
   /** Load the words (and scales) of a thread's next chunk of each row before computing this one: loads stay in
    *  flight through the loop over a row's chunks (where a thread has several). */
   prefetch?: boolean;
@@ -51,7 +47,8 @@ export function gemvClass(M: number): GemvClass {
  *  the f16 baseline is its best too); `maxThreads` (the most threads {@link gemvThreads} picks), `unroll` (unset:
  *  unrolled on GPUs, and on software adapters for at most 4 accumulators per thread); `probe` (benchmarks only,
  *  results wrong): leave a stage out to time the rest (`no-x`: X read as ones; `no-deq`: words bit-cast instead
- *  of decoded). Chosen from quant-bench runs (docs/PERFORMANCE.md). */
+ *  of decoded). Chosen from the two H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md: the fastest of either run per
+ *  shape, since the GPU's clock only ever made a timing slower). */
 export const gemvTuning: Record<GemvClass, GemvSetting> & {
   float: Record<GemvClass, GemvSetting>;
   manyFrom: number;
@@ -59,13 +56,13 @@ export const gemvTuning: Record<GemvClass, GemvSetting> & {
   unroll?: boolean;
   probe?: GemvShape['probe'];
 } = {
-  one: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
-  few: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
-  many: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
+  one: { rows: 8, threads: 128, subgroupRows: false },
+  few: { rows: 8, threads: 128, subgroupRows: false },
+  many: { rows: 4, threads: 256, subgroupRows: true, prefetch: true },
   float: {
-    one: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
-    few: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
-    many: { rows: 4, threads: 0, subgroupRows: false, lanes: 0 },
+    one: { rows: 8, threads: 256, subgroupRows: false },
+    few: { rows: 4, threads: 128, subgroupRows: false },
+    many: { rows: 4, threads: 0, subgroupRows: false, prefetch: true },
   },
   manyFrom: 5,
   maxThreads: 128,
@@ -156,14 +153,7 @@ export function gemvSource(o: GemvShape): string {
   };
   const hasScale = !floatW;
   const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
-  // main_rows: the subgroup size, the lanes per row and their sum (subgroupAdd over a whole subgroup, else an xor
-  // butterfly over the row's lanes: every lane of the group ends with the same sum)
-  const S = o.lanes ?? o.sgRows ?? 1;
-  pre += `const SG: u32 = ${o.sgRows ?? 1}u;\nconst S: u32 = ${S}u;\n`;
-  pre +=
-      !o.sgRows || S === o.sgRows
-        ? 'fn lanes_sum(v: f32) -> f32 { return subgroupAdd(v); }\n'
-        : 'fn lanes_sum(v0: f32) -> f32 {\n  var v = v0;\n  for (var m = S / 2u; m > 0u; m >>= 1u) { v += subgroupShuffleXor(v, m); }\n  return v;\n}\n';
+  pre += `const SG: u32 = ${o.sgRows ?? 1}u;\n`; // main_rows: the subgroup size
   return pre + gemvWgsl.replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
 }
 
@@ -221,8 +211,8 @@ function unrolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolea
     '}',
   ].join('\n  ');
   const rowsOut = [
-    ...rs.flatMap((r) => ms.map((m) => `let z_${r}_${m} = lanes_sum(a_${r}_${m});`)),
-    'if (ls == 0u) {',
+    ...rs.flatMap((r) => ms.map((m) => `let z_${r}_${m} = subgroupAdd(a_${r}_${m});`)),
+    'if (subgroupElect()) {',
     ...rs.map((r) => `  if (n0 + ${r}u < p.N) { ${ms.map((m) => `y[${m}u * p.N + n0 + ${r}u] = z_${r}_${m}${o.hasBias ? ` + read_bias(n0 + ${r}u)` : ''};`).join(' ')} }`),
     '}',
   ].join('\n  ');
@@ -247,8 +237,8 @@ function rolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolean)
   ].join('\n          ');
   const reduce = `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); if (subgroupElect()) { part[i * NSG + sid] = z; } }`;
   const rowsOut =
-    `for (var i = 0u; i < R * MR * p.one; i++) { let z = lanes_sum(a[i]); let n = n0 + i / MR; ` +
-    `if (ls == 0u && n < p.N) { y[(i % MR) * p.N + n] = z${o.hasBias ? ' + read_bias(n)' : ''}; } }`;
+    `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); let n = n0 + i / MR; ` +
+    `if (subgroupElect() && n < p.N) { y[(i % MR) * p.N + n] = z${o.hasBias ? ' + read_bias(n)' : ''}; } }`;
   return { acc: 'var a: array<f32, R * MR>;', ...loadCode(R, CW, hasScale, o.G, o.prefetch), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
@@ -273,10 +263,8 @@ export interface GemvShape {
   unroll: boolean;
   /** The block scales are f16 (int4). */
   f16Scales?: boolean;
-  /** Entry point main_rows (each group of `lanes` lanes owns R rows): the fixed subgroup size. */
+  /** Entry point main_rows (each subgroup owns R rows): the fixed subgroup size. */
   sgRows?: number;
-  /** main_rows: lanes per row (divides sgRows; unset: sgRows). */
-  lanes?: number;
   /** Load each row's next chunk while computing this one (see {@link GemvSetting.prefetch}). */
   prefetch?: boolean;
   /** Quantized weights: elements per block where a row has several blocks (else 0: one scale per row). */
@@ -311,9 +299,7 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
   const b = bias ?? x;
   const { min: sgMin, max: sgMax } = ctx.info.subgroupSizes;
   const sgRows = set.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
-  // lanes per row: a power of two dividing the subgroup size, else the whole subgroup
-  const S = sgRows && set.lanes > 0 && set.lanes < sgMax && sgMax % set.lanes === 0 && (set.lanes & (set.lanes - 1)) === 0 ? set.lanes : sgMax;
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax, lanes: S } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}) };
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}) };
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
   const kernel = cachedKernel(ctx, key, () => ({
     name: floatW ? 'gemv16' : 'dequant-gemv-sg',
@@ -330,7 +316,7 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
     constants: floatW ? undefined : { FMT: w.fmt as number },
     enables: ['subgroups'],
   }));
-  const nwg = Math.ceil(N / (sgRows ? (R * WG) / S : R));
+  const nwg = Math.ceil(N / (sgRows ? (R * WG) / sgMax : R));
   const gy = Math.ceil(nwg / 65535);
   const gx = Math.ceil(nwg / gy);
   return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer], workgroups: [gx, gy, 1], params: [N, K, w.G, w.nb, nc, gx, 1] };
