@@ -24,4 +24,4 @@ export { CausalLM, LlamaForCausalLM, shiftLabels, type ModelOptions, type Causal
 export { KVCache } from './kv-cache';
 export { generate, generateStream, sampleToken, type GenerateOptions } from './generate';
 export { applyLora, mergeLora, unmergeLora, loraModules, LoraLinear, type LoraConfig } from './lora';
-export { QuantLinear, quantizeLinears, dequantizeLinears, quantizedLinears, type QuantizeLinearsOptions } from './quant-linear';
+export { QuantLinear, quantizeLinears, dequantizeLinears, quantizedLinears, packQuantized, type QuantizeLinearsOptions } from './quant-linear';

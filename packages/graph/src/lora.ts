@@ -73,6 +73,11 @@ export class LoraLinear extends Module {
     });
   }
 
+  /** The wrapped layer is no child module: its state (a quantized base's scales) goes with this one. */
+  override releaseState(): void {
+    this.base.releaseState();
+  }
+
   /** Swap the wrapped layer for one of the same shape (a quantized base for its dequantized Linear before a merge). */
   replaceBase(base: Linear | QuantLinear): void {
     if (base.inFeatures !== this.base.inFeatures || base.outFeatures !== this.base.outFeatures)

@@ -111,10 +111,15 @@ export class Module {
   }
 
   /** Release every parameter. */
+  /** Release what a module holds on the GPU beside its parameters (nothing here; a quantized layer's scales).
+   *  `dispose` calls it on every module of the tree; idempotent. */
+  releaseState(): void {}
+
   dispose(): void {
     for (const p of this.parameters()) {
       p.zeroGrad();
       p.dispose();
     }
+    for (const [, m] of this.namedModules()) m.releaseState();
   }
 }

@@ -2,13 +2,13 @@
 // gradient; LoRA on a quantized base trains the same adapter gradients as on the dequantized dense base; merging
 // goes through dequantizeLinears; under f16 autocast it is one fused op (quantLoraLinear) equal to the fused
 // loraLinear on the dequantized f16 weight.
-import { cast, createContext, download, quantSpec, testing, upload, type Context } from '@rusty/backend';
+import { cast, createContext, download, quantSpec, sizeClass, storageBytes, testing, upload, type Context, type SubBuffer } from '@rusty/backend';
 import { autocast, linear, noGrad, randn, sum, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Linear } from './layers';
 import { applyLora, LoraLinear, loraModules, mergeLora } from './lora';
 import { Module } from './module';
-import { dequantizeLinears, QuantLinear, quantizedLinears, quantizeLinears } from './quant-linear';
+import { dequantizeLinears, packQuantized, QuantLinear, quantizedLinears, quantizeLinears } from './quant-linear';
 
 const rel = testing.relErr;
 
@@ -108,6 +108,40 @@ describe('QuantLinear', () => {
     q.dispose();
     d.dispose();
     dense.dispose();
+  });
+
+  it('packQuantized moves codes and scales into one arena: the same outputs, the pool rounds once, the arena goes with the last layer', async () => {
+    const m = new Module(ctx);
+    const shapes = [[72, 40], [40, 72], [130, 64], [13, 70]] as const;
+    shapes.forEach(([o, i], k) => m.registerModule(`p${k}`, new Linear(ctx, i, o, { seed: 20 + k, std: 0.1 })));
+    quantizeLinears(m, quantSpec('nf4', 64, true), { skip: () => false });
+    const layers = [...quantizedLinears(m).values()];
+    const outs = () =>
+      Promise.all(
+        layers.map(async (q, k) => {
+          const x = Tensor.fromArray(ctx, randn(5 * shapes[k]![1], 30 + k), [5, shapes[k]![1]]);
+          const y = noGrad(() => q.forward(x));
+          const v = await y.toArray();
+          x.dispose();
+          y.dispose();
+          return v;
+        }),
+      );
+    const before = await outs();
+    const old = layers.flatMap((q) => q.quantTensors.map((t) => t.buffer));
+    const pooled = old.reduce((n, b) => n + b.size, 0);
+    const exact = layers.reduce((n, q) => n + q.quantTensors.reduce((a, t) => a + Math.ceil(storageBytes(t.dtype, t.shape.reduce((p, d) => p * d, 1)) / 256) * 256, 0), 0);
+    expect(await packQuantized(ctx, layers)).toBe(pooled - sizeClass(exact));
+    expect(old.every((b) => b.released)).toBe(true);
+    const arenas = new Set(layers.flatMap((q) => q.quantTensors.map((t) => (t.buffer as SubBuffer).root)));
+    expect(arenas.size).toBe(1);
+    const arena = [...arenas][0]!;
+    expect(arena.size).toBe(sizeClass(exact));
+    const after = await outs();
+    after.forEach((v, k) => expect([...v], String(k)).toEqual([...before[k]!]));
+    expect(arena.released).toBe(false);
+    m.dispose(); // codes (parameters) and scales (releaseState) of every layer: the arena goes back to the pool
+    expect(arena.released).toBe(true);
   });
 
   it('quantizeLinears leaves the LM head; LoRA on the quantized base has the gradients of LoRA on the dense dequantized base', async () => {

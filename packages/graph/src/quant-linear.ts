@@ -2,9 +2,11 @@ import {
   cast,
   describeQuant,
   dequantize,
+  numel,
   quantBytes,
   quantize,
   ShapeError,
+  storageBytes,
   type Context,
   type DeviceTensor,
   type DType,
@@ -29,6 +31,7 @@ export class QuantLinear extends Module {
   readonly weight: Tensor;
   readonly bias: Tensor | null;
   private state: Omit<QuantTensor, 'data'>;
+  private stateReleased = false;
   /**
    * The products' precision: `'f16'` dequantizes W into a transient f16 matrix per call and multiplies on f16
    * inputs with f32 accumulation (QLoRA's compute dtype; tensor cores where the adapter has them), `'f32'` runs
@@ -107,8 +110,29 @@ export class QuantLinear extends Module {
     return l;
   }
 
-  override dispose(): void {
-    super.dispose();
+  /** The GPU tensors of the quantized weight: codes, scales and the double-quantization state. */
+  get quantTensors(): DeviceTensor[] {
+    return [this.weight.data, this.state.scales, this.state.absmax2, this.state.offset].filter((t): t is DeviceTensor => !!t);
+  }
+
+  /** Put each of {@link quantTensors} where `move` copies it (the same bytes, see {@link packQuantized}) and
+   *  release the old buffers. */
+  relocate(move: (t: DeviceTensor) => DeviceTensor): void {
+    const st = this.state;
+    const moved = (t: DeviceTensor | undefined): DeviceTensor | undefined => {
+      if (!t) return t;
+      const n = move(t);
+      releaseRef(this.ctx, t.buffer);
+      return n;
+    };
+    this.state = { ...st, scales: moved(st.scales)!, absmax2: moved(st.absmax2), offset: moved(st.offset) };
+    this.weight.assign(move(this.weight.data));
+  }
+
+  /** The scales and double-quantization state (the codes are the `weight` parameter, which `dispose` releases). */
+  override releaseState(): void {
+    if (this.stateReleased) return;
+    this.stateReleased = true;
     for (const t of [this.state.scales, this.state.absmax2, this.state.offset]) if (t) releaseRef(this.ctx, t.buffer);
   }
 
@@ -145,6 +169,57 @@ export function quantizeLinears(model: Module, spec: QuantSpec, opts: QuantizeLi
       }
   });
   return names;
+}
+
+/** Bytes of one arena of {@link packQuantized}. */
+const ARENA_BYTES = 64 * 2 ** 20;
+
+/**
+ * Move the quantized weights of `layers` (codes, scales, double-quantization state) into shared buffers: arenas of
+ * at most 64 MiB in which every tensor is a sub-buffer. The buffer pool rounds each buffer up to a size class
+ * (the NF4 codes of a 5632 x 2048 projection: 5.5 MiB in a 6 MiB class, 32 MiB over TinyLlama's 154 projections,
+ * 7% of the codes); an arena rounds the sum of its tensors once. A tensor larger than an arena keeps its own
+ * buffer. Kernels see no difference (the context binds sub-buffers at their offsets). The old buffers are
+ * destroyed as each arena is filled (the GPU is synced and the pool emptied), so the whole model never exists
+ * twice. An arena goes back to the pool when its last tensor is released. Returns the bytes saved (the buffers'
+ * size classes before, less the arenas').
+ */
+export async function packQuantized(ctx: Context, layers: readonly QuantLinear[]): Promise<number> {
+  const align = ctx.bindingAlignment;
+  const exact = (t: DeviceTensor) => Math.ceil(storageBytes(t.dtype, numel(t.shape)) / 4) * 4;
+  const up = (b: number) => Math.ceil(b / align) * align;
+  let saved = 0;
+  let group: QuantLinear[] = [];
+  let bytes = 0;
+  const flush = async () => {
+    if (!group.length) return;
+    const arena = ctx.alloc(bytes);
+    saved -= arena.size;
+    let off = 0;
+    for (const q of group)
+      q.relocate((t) => {
+        const n = exact(t);
+        saved += t.buffer.size;
+        const sub = ctx.subBuffer(arena, off, n);
+        ctx.copy(t.buffer, sub, n);
+        off += up(n);
+        return { ...t, buffer: sub };
+      });
+    ctx.release(arena); // the arena's own reference: it returns to the pool with its last sub-buffer
+    group = [];
+    bytes = 0;
+    await ctx.sync();
+    ctx.trimPool();
+  };
+  for (const q of layers) {
+    const need = q.quantTensors.reduce((n, t) => n + up(exact(t)), 0);
+    if (need > ARENA_BYTES) continue;
+    if (bytes + need > ARENA_BYTES) await flush();
+    group.push(q);
+    bytes += need;
+  }
+  await flush();
+  return saved;
 }
 
 /** A LoRA wrapper (or anything else) that can swap the layer it wraps. */

@@ -8,7 +8,7 @@
 // --warmup N (default 2), --formats nf4,int4,int8.
 import { createContext, f32ToBf16Bits, quantSpec, type QuantFormat } from '@rusty/backend';
 import { AdamW, Tensor, tidy } from '@rusty/autograd';
-import { applyLora, CausalLM, parseModelConfig, quantizeLinears } from '@rusty/graph';
+import { applyLora, CausalLM, packQuantized, parseModelConfig, quantizedLinears, quantizeLinears } from '@rusty/graph';
 
 const args = process.argv.slice(2);
 const flag = (n: string) => args.includes(n);
@@ -55,7 +55,10 @@ function fillWeights(model: CausalLM): void {
 async function run(base: 'bf16' | QuantFormat): Promise<Record<string, unknown>> {
   const model = new CausalLM(ctx, config, { empty: true, dtype: 'bf16' });
   fillWeights(model);
-  if (base !== 'bf16') quantizeLinears(model, quantSpec(base, undefined, base === 'nf4'));
+  if (base !== 'bf16') {
+    quantizeLinears(model, quantSpec(base, undefined, base === 'nf4'));
+    await packQuantized(ctx, [...quantizedLinears(model).values()]); // as quantize-at-load does
+  }
   await ctx.sync();
   ctx.trimPool();
   const weightBytes = ctx.memory.live;

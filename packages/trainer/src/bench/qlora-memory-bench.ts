@@ -35,7 +35,7 @@
  */
 import { createContext, quantSpec, type Context, type GpuBuffer } from '@rusty/backend';
 import { AdamW, getOp, registeredOps } from '@rusty/autograd';
-import { applyLora, CausalLM, parseModelConfig, quantizeLinears } from '@rusty/graph';
+import { applyLora, CausalLM, packQuantized, parseModelConfig, quantizedLinears, quantizeLinears } from '@rusty/graph';
 import { DataLoader, Rng, TextDataset, Trainer } from '../index';
 
 const argv = process.argv.slice(2);
@@ -192,8 +192,10 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
   const acct = instrument(ctx);
   if (dry) {
     // allocation only: every op runs and allocates as usual, the kernels are not dispatched (the pool sees the same
-    // requests; the GPU's zero-initialised buffers keep losses and norms finite)
+    // requests)
     (ctx as { dispatch: Context['dispatch'] }).dispatch = () => {};
+    // and read-backs see zeros (not what a reused buffer last held): finite losses, no weight beyond f16's range
+    (ctx as { read: Context['read'] }).read = async (_b, byteLength = 4) => new ArrayBuffer(Math.ceil(byteLength / 4) * 4);
   }
   const config = parseModelConfig({
     model_type: 'llama',
@@ -207,7 +209,9 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
     rms_norm_eps: 1e-5,
   });
   const model = new CausalLM(ctx, config, { dtype: 'bf16', seed: 3, gradientCheckpointing: ckpt });
+  // as the loader's quantize-at-load: the quantized layers packed into arenas (packQuantized)
   if (nf4) quantizeLinears(model, quantSpec('nf4', 64, true));
+  if (nf4) await packQuantized(ctx, [...quantizedLinears(model).values()]);
   applyLora(model, { r: R, alpha: 2 * R, targetModules: TARGETS, seed: 2 });
   // the pool is emptied (the CLI loads into 4-byte placeholders and quantizes as the weights stream in: no dense
   // copies are left over)
