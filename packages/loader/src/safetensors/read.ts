@@ -20,8 +20,8 @@ export interface UploadOptions {
   dtype?: DType;
   /** Bytes read from disk per step (default 8 MiB; rounded to whole elements and 4-byte words). */
   chunkBytes?: number;
-  /** Convert F16/BF16 to f32 on the CPU instead of uploading them packed and widening them on the GPU (the
-   *  default where the tensor fits one storage binding). Both are exact. */
+  /** Convert F16/BF16 to f32 or to the other 16-bit format on the CPU instead of uploading them packed and
+   *  converting them on the GPU (the default where the tensor fits one storage binding). Both give the same bits. */
   cpuConvert?: boolean;
 }
 
@@ -132,11 +132,13 @@ export abstract class TensorReaderBase implements SafetensorsReader {
     const chunkBytes = Math.max(8, Math.floor((opts.chunkBytes ?? CHUNK_BYTES) / 8) * 8);
     const n = numel(info.shape);
     const stored = formatFromSafetensors(info.dtype);
-    if (stored && isHalf(stored) && target === 'f32' && storageBytes('f32', n) <= ctx.maxBinding && !opts.cpuConvert) {
-      // widen on the GPU (exact, and half the bytes cross the bus): upload packed, then cast
+    if (stored && isHalf(stored) && target !== stored && (target === 'f32' || isHalf(target)) && storageBytes(target, n) <= ctx.maxBinding && !opts.cpuConvert) {
+      // convert on the GPU: upload packed, then cast (widening exact, bf16 -> f16 rounded to nearest even, as the
+      // CPU path does). Half the bytes cross the bus for f32, and the CPU path's per-element bf16 -> f16 took
+      // minutes for a 1.1B model (a stall before `rusty finetune --mixed-precision f16` printed anything)
       const half = await this.upload(ctx, name, { dtype: stored, chunkBytes });
       try {
-        return cast(ctx, half, 'f32');
+        return cast(ctx, half, target);
       } finally {
         release(ctx, half);
       }

@@ -29,6 +29,9 @@ describe('upload to the GPU', () => {
     await st.close();
   });
 
+  // bf16 values beyond f16's range, at its rounding edge, subnormal in f16, and below it
+  const WIDE = [70000, -1e6, 3e38, 65504, 65520, -65536, 1e-5, -3e-6, 1e-8, 0, -0];
+
   it('converts between dtypes in chunks, with odd element counts', async () => {
     const n = 1001;
     const f64 = Float64Array.from({ length: n }, (_, i) => Math.sin(i) * 10 ** ((i % 9) - 4));
@@ -41,6 +44,7 @@ describe('upload to the GPU', () => {
       i64: { shape: [n], data: BigInt64Array.from({ length: n }, (_, i) => BigInt(i * 1000 - 500000)) },
       u8: { shape: [n], data: Uint8Array.from({ length: n }, (_, i) => i % 256) },
       big: { shape: [2], data: BigInt64Array.of(1n, 2n ** 40n) },
+      wide: { dtype: 'BF16', shape: [WIDE.length], data: Uint16Array.from(WIDE, numberToBf16Bits) },
     });
     const st = await readSafetensors(path);
     for (const chunkBytes of [16, 136, undefined]) {
@@ -56,6 +60,12 @@ describe('upload to the GPU', () => {
         ['bf16', { ...opts, dtype: 'f32', cpuConvert: true }, Array.from(f64, (x) => bf16BitsToF32(numberToBf16Bits(x)))],
         ['f16', { ...opts, dtype: 'f32' }, Array.from(f64, (x) => f16BitsToF32(numberToF16Bits(x)))],
         ['f16', { ...opts, dtype: 'f32', cpuConvert: true }, Array.from(f64, (x) => f16BitsToF32(numberToF16Bits(x)))],
+        ['bf16', { ...opts, dtype: 'f16' }, Array.from(f64, (x) => f16BitsToF32(numberToF16Bits(bf16BitsToF32(numberToBf16Bits(x)))))],
+        ['bf16', { ...opts, dtype: 'f16', cpuConvert: true }, Array.from(f64, (x) => f16BitsToF32(numberToF16Bits(bf16BitsToF32(numberToBf16Bits(x)))))],
+        ['f16', { ...opts, dtype: 'bf16' }, Array.from(f64, (x) => bf16BitsToF32(numberToBf16Bits(f16BitsToF32(numberToF16Bits(x)))))],
+        ['f16', { ...opts, dtype: 'bf16', cpuConvert: true }, Array.from(f64, (x) => bf16BitsToF32(numberToBf16Bits(f16BitsToF32(numberToF16Bits(x)))))],
+        ['wide', { ...opts, dtype: 'f16' }, Array.from(WIDE, (x) => f16BitsToF32(numberToF16Bits(bf16BitsToF32(numberToBf16Bits(x)))))],
+        ['wide', { ...opts, dtype: 'f16', cpuConvert: true }, Array.from(WIDE, (x) => f16BitsToF32(numberToF16Bits(bf16BitsToF32(numberToBf16Bits(x)))))],
         ['i64', { ...opts }, Array.from({ length: n }, (_, i) => i * 1000 - 500000)],
         ['i64', { ...opts, dtype: 'f32' }, Array.from({ length: n }, (_, i) => i * 1000 - 500000)],
         ['u8', { ...opts }, Array.from({ length: n }, (_, i) => i % 256)],
@@ -63,7 +73,7 @@ describe('upload to the GPU', () => {
       ];
       for (const [name, o, want] of cases) {
         const t = await st.upload(ctx, name, o);
-        expect(t.dtype).toBe(o?.dtype ?? { f64: 'f32', f32: 'f32', bf16: 'bf16', f16: 'f16', i64: 'i32', u8: 'u32' }[name]);
+        expect(t.dtype).toBe(o?.dtype ?? { f64: 'f32', f32: 'f32', bf16: 'bf16', f16: 'f16', i64: 'i32', u8: 'u32', wide: 'bf16' }[name]);
         expect(Array.from(await download(ctx, t)), `${name} -> ${t.dtype}, chunk ${chunkBytes}`).toEqual(want);
         release(ctx, t);
       }
