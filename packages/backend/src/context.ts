@@ -377,29 +377,18 @@ export class Context {
     this.check();
   }
 
-  /**
-   * Await a promise of the device. While it is pending, the queue is asked for a done-promise once a second: a
-   * nudge for Dawn's Node binding, which processes the device's events only while it holds a request of its own
-   * (on an H100, 2026-11-24, the first `rusty finetune` of 3 of 4 benchmark calls hung before its first line, idle in the event loop;
-   * a cure suspected, not proven). After 60 s a line on stderr says what it is waiting for; with RUSTY_DEBUG=1,
-   * also how long any wait over 2 s took.
-   */
+  /** Await a promise of the device; if it is still pending after 60 s, say on stderr what it waits for (a
+   *  stalled GPU should not look like a silent hang). */
   private async waitGpu<T>(what: string, p: Promise<T>): Promise<T> {
-    let seconds = 0;
-    const warn = (msg: string) => (typeof process !== 'undefined' && process.stderr ? process.stderr.write(msg + '\n') : console.warn(msg));
-    const timer = setInterval(() => {
-      seconds++;
-      void this.device.queue.onSubmittedWorkDone().then(
-        () => undefined,
-        () => undefined,
-      );
-      if (seconds === 60) warn(`rusty: still waiting for the GPU after 60 s (${what})`);
-    }, 1000);
+    const timer = setTimeout(() => {
+      const msg = `rusty: still waiting for the GPU after 60 s (${what})`;
+      if (typeof process !== 'undefined' && process.stderr) process.stderr.write(msg + '\n');
+      else console.warn(msg);
+    }, 60_000);
     try {
       return await p;
     } finally {
-      clearInterval(timer);
-      if (seconds >= 2 && typeof process !== 'undefined' && process.env?.RUSTY_DEBUG === '1') warn(`rusty: ${what} waited ${seconds} s for the GPU`);
+      clearTimeout(timer);
     }
   }
 
