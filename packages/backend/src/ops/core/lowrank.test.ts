@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext, type Context } from '../../context';
 import { f16BitsToF32, f32ToF16Bits } from '../../dtype';
 import { randn, relErr, toF32 } from '../../testing';
-import { download, poison, release, upload } from '../../tensor';
+import { download, poison, release, upload, type DeviceTensor } from '../../tensor';
 import { lowRankOuter, lowRankProject, lowRankTuning, lowRankUpdate } from './lowrank';
 
 let ctx: Context;
@@ -15,6 +15,19 @@ const h16 = (v: ArrayLike<number>) => Float64Array.from(v, (x) => f16BitsToF32(f
 const stored = (v: Float64Array, dtype: 'f32' | 'f16') => (dtype === 'f16' ? h16(v) : toF32(v));
 
 const tuned = { ...lowRankTuning };
+
+/** `run` into a NaN-poisoned out, then accumulating into random values: both against the float64 `ref`. */
+async function checkOutAndAccumulate(run: (o: { out: DeviceTensor; accumulate?: boolean }) => void, shape: number[], ref: Float64Array, seed: number): Promise<void> {
+  const out = upload(ctx, new Float32Array(ref.length), shape);
+  poison(ctx, out);
+  run({ out });
+  expect(relErr(await download(ctx, out), ref)).toBeLessThan(1e-5);
+  const c0 = toF32(randn(ref.length, seed));
+  const C = upload(ctx, c0, shape);
+  run({ out: C, accumulate: true });
+  expect(relErr(await download(ctx, C), ref.map((v, i) => v + c0[i]!))).toBeLessThan(1e-5);
+  release(ctx, out, C);
+}
 afterAll(() => Object.assign(lowRankTuning, tuned));
 
 // lowRankOuter with many chunks of one tile, and with few chunks of several tiles (its next-tile loads in flight),
@@ -44,16 +57,8 @@ describe.each([
       }
     const X = upload(ctx, x, [T, K], xd);
     const W = upload(ctx, w, layout === 'rk' ? [R, K] : [K, R], wd);
-    const out = upload(ctx, new Float32Array(T * R), [T, R]);
-    poison(ctx, out);
-    lowRankProject(ctx, X, W, { wLayout: layout, alpha: 0.75, out });
-    expect(relErr(await download(ctx, out), ref)).toBeLessThan(1e-5);
-    const c0 = randn(T * R, 3);
-    const C = upload(ctx, c0, [T, R]);
-    lowRankProject(ctx, X, W, { wLayout: layout, alpha: 0.75, out: C, accumulate: true });
-    const got = await download(ctx, C);
-    expect(relErr(got, ref.map((v, i) => v + toF32(c0)[i]!))).toBeLessThan(1e-5);
-    release(ctx, X, W, out, C);
+    await checkOutAndAccumulate((o) => lowRankProject(ctx, X, W, { wLayout: layout, alpha: 0.75, ...o }), [T, R], ref, 3);
+    release(ctx, X, W);
   });
 
   it.each([
@@ -75,16 +80,8 @@ describe.each([
       }
     const Y = upload(ctx, y, [T, Q], yd);
     const Z = upload(ctx, z, [T, R], zd);
-    const shape = layout === 'qr' ? [Q, R] : [R, Q];
-    const out = upload(ctx, new Float32Array(Q * R), shape);
-    poison(ctx, out);
-    lowRankOuter(ctx, Y, Z, { outLayout: layout, alpha: -1.5, out });
-    expect(relErr(await download(ctx, out), ref)).toBeLessThan(1e-5);
-    const c0 = randn(Q * R, 6);
-    const C = upload(ctx, c0, shape);
-    lowRankOuter(ctx, Y, Z, { outLayout: layout, alpha: -1.5, out: C, accumulate: true });
-    expect(relErr(await download(ctx, C), ref.map((v, i) => v + toF32(c0)[i]!))).toBeLessThan(1e-5);
-    release(ctx, Y, Z, out, C);
+    await checkOutAndAccumulate((o) => lowRankOuter(ctx, Y, Z, { outLayout: layout, alpha: -1.5, ...o }), layout === 'qr' ? [Q, R] : [R, Q], ref, 6);
+    release(ctx, Y, Z);
   });
 
   it.each([
