@@ -1,6 +1,6 @@
-import { createContext, type Context } from '@rusty/backend';
+import { createContext, scale as scaleKernel, type Context } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkpoint, linear, mean, square, tanh, Tensor, tidy } from './index';
+import { add, checkpoint, defineOp, linear, mean, square, sum, tanh, Tensor, tidy } from './index';
 
 let ctx: Context;
 beforeAll(async () => {
@@ -39,5 +39,33 @@ describe('gradient checkpointing', () => {
     const ck = await run(true);
     expect(ck.grads).toEqual(plain.grads); // bit-identical: the same kernels recompute the same values
     expect(ck.peak).toBeLessThan(plain.peak * 0.6);
+  });
+
+  it("backpropagates through the recomputation with the incoming gradient itself, the recomputed output already dropped", async () => {
+    const [n, d] = [64, 32];
+    const B = n * d * 4;
+    let atProbe = -1;
+    let base = 0;
+    // y = add(probe(a), a): probe is a copy whose backward notes the live bytes (deep inside the recomputation's backward)
+    const probe = defineOp({
+      name: 'checkpoint-test-probe',
+      forward: (c, [a]) => ({ outputs: scaleKernel(c, a!, 1) }),
+      backward: (c, [g]) => {
+        atProbe = ctx.memory.live - base;
+        return [scaleKernel(c, g!, 1)];
+      },
+    });
+    const x = Tensor.randn(ctx, [n, d], { seed: 3, requiresGrad: true });
+    const out = checkpoint((a) => add(probe([a], undefined), a), x);
+    const loss = sum(out);
+    await ctx.sync();
+    base = ctx.memory.live;
+    loss.backward();
+    // alive then beyond the forward's tensors: the checkpoint's incoming gradient (from sum, which add hands on to
+    // both inputs as it is) and the recomputed probe output; no copy of the gradient, no recomputed output (4 B when
+    // backward copied the gradient and the output lived until the end)
+    expect(atProbe).toBe(2 * B);
+    expect(Array.from(await x.grad!.toArray()).every((v) => v === 2)).toBe(true);
+    for (const t of [x, out, loss]) t.dispose();
   });
 });

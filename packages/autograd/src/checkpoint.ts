@@ -1,5 +1,5 @@
 import type { DeviceTensor } from '@rusty/backend';
-import { backward } from './engine';
+import { backward, backwardFrom } from './engine';
 import { autocast, computeDtype } from './ops/autocast';
 import type { Node } from './node';
 import { isGradEnabled, noGrad } from './scope';
@@ -33,11 +33,21 @@ export function checkpoint(fn: (...inputs: Tensor[]) => Tensor, ...inputs: Tenso
         return t;
       });
       const y = autocast(dtype, () => fn(...again));
-      const g = new Tensor(ctx, grads[0]! as DeviceTensor, false, null, 0, false);
-      retain(g.data.buffer);
-      if (y.requiresGrad) backward(y, g);
-      g.dispose();
-      y.dispose();
+      const gy = grads[0]! as DeviceTensor;
+      if (y.requiresGrad && y.node && gy.dtype === 'f32') {
+        // backpropagate with the incoming gradient itself (no copy) and without the recomputed output's values,
+        // which its backward never reads: two [tokens, hidden] f32 buffers less at the layer's peak
+        const { node, outputIndex } = y;
+        retain(gy.buffer);
+        y.dispose();
+        backwardFrom(ctx, node, outputIndex, { ...gy, shape: [...gy.shape] });
+      } else {
+        const g = new Tensor(ctx, gy, false, null, 0, false);
+        retain(g.data.buffer);
+        if (y.requiresGrad) backward(y, g);
+        g.dispose();
+        y.dispose();
+      }
       return again.map((t) => {
         const gr = t.grad;
         const d = gr?.data ?? null;

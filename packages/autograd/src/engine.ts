@@ -69,9 +69,18 @@ export function backward(root: Tensor, grad?: Tensor): void {
     throw new AutogradError(
       'backward() through a graph that was already freed: a second backward over the same graph needs the forward run again',
     );
-  const order = topoOrder(root.node);
+  backwardFrom(ctx, root.node, root.outputIndex, g0);
+}
+
+/**
+ * {@link backward} from output `outputIndex` of `rootNode` with the gradient `g0` (f32, the output's shape), which
+ * this takes over (one reference, released once used): no copy of it, and the output tensor itself need not be
+ * alive (`checkpoint` drops its recomputed output before backpropagating through it).
+ */
+export function backwardFrom(ctx: Context, rootNode: Node, outputIndex: number, g0: DeviceTensor): void {
+  const order = topoOrder(rootNode);
   const grads = new Map<Node, (DeviceTensor | null)[]>();
-  grads.set(root.node, Array.from({ length: root.node.nOutputs }, (_, i) => (i === root.outputIndex ? g0 : null)));
+  grads.set(rootNode, Array.from({ length: rootNode.nOutputs }, (_, i) => (i === outputIndex ? g0 : null)));
   for (let n = order.length - 1; n >= 0; n--) {
     const node = order[n]!;
     const gs = grads.get(node);

@@ -1,10 +1,11 @@
 // mergeLora against the unmerged model (f32 and 16-bit base weights), unmerge back to the base weights.
-import { createContext, upload, testing, type Context } from '@rusty/backend';
+import { createContext, quantSpec, upload, testing, type Context } from '@rusty/backend';
 import { add, autocast, linear, loraLinear, noGrad, randn, scale, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CausalLM } from './causal-lm';
 import { Linear } from './layers';
 import { applyLora, LoraLinear, loraModules, mergeLora, unmergeLora } from './lora';
+import { quantizeLinears } from './quant-linear';
 import { fixtureConfig, randomModel } from './test-models';
 
 const rel = testing.relErr;
@@ -77,5 +78,25 @@ describe('mergeLora', () => {
     y16.dispose();
     x.dispose();
     l.dispose();
+  });
+
+  it('gradient checkpointing gives the same LoRA gradients under f16 autocast, on a dense and on an NF4 base', async () => {
+    const grads = async (ckpt: boolean, nf4: boolean) => {
+      const model = randomModel(ctx, fixtureConfig('llama-tiny'));
+      if (nf4) quantizeLinears(model, quantSpec('nf4', 64, true));
+      model.gradientCheckpointing = ckpt;
+      applyLora(model, { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'], seed: 2 });
+      let i = 0;
+      for (const l of loraModules(model).values()) l.loraB.assign(upload(ctx, randn(l.loraB.size, 200 + i++, 0.1), l.loraB.shape));
+      const input = Tensor.fromArray(ctx, ids, [1, ids.length], { dtype: 'i32' });
+      const loss = autocast('f16', () => model.loss(input, ids, { logits: false }).loss);
+      loss.backward();
+      const out = await Promise.all(model.trainableParameters().map(async ([, p]) => Array.from(await p.grad!.toArray())));
+      loss.dispose();
+      input.dispose();
+      model.dispose();
+      return out;
+    };
+    for (const nf4 of [false, true]) expect(await grads(true, nf4), nf4 ? 'nf4' : 'dense').toEqual(await grads(false, nf4));
   });
 });
