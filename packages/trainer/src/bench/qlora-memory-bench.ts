@@ -208,7 +208,8 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
     max_position_embeddings: Math.max(2048, shape.seq),
     rms_norm_eps: 1e-5,
   });
-  const model = new CausalLM(ctx, config, { dtype: 'bf16', seed: 3, gradientCheckpointing: ckpt });
+  // --dry: weights left uninitialised (their values are never used; 22 layers of host-side random init take minutes)
+  const model = new CausalLM(ctx, config, { dtype: 'bf16', seed: 3, gradientCheckpointing: ckpt, empty: dry });
   // as the loader's quantize-at-load: the quantized layers packed into arenas (packQuantized)
   if (nf4) quantizeLinears(model, quantSpec('nf4', 64, true));
   if (nf4) await packQuantized(ctx, [...quantizedLinears(model).values()]);
