@@ -48,8 +48,7 @@ function pairReader(name: string, dtype: DType): string {
 const rowsOf = (t: DeviceTensor) => t.shape.slice(0, -1).reduce((a, d) => a * d, 1);
 const last = (t: DeviceTensor) => t.shape[t.shape.length - 1]!;
 
-/** Fill the //@ lines of a low-rank shader (straight-line accumulators for rank R; R itself, and QUAD, come in as
- *  `consts`). */
+/** Fill the //@ lines of lowrank-rows (straight-line accumulators for rank R; R itself comes in as `consts`). */
 function unrolled(src: string, R: number, hooks: Record<string, (i: number) => string>, n: number, guard?: (i: number) => string | null): string {
   const body = src.replace(/^(\s*)\/\/@(\w+)$/gm, (_, ind: string, k: string) => {
     const make = hooks[k as keyof typeof hooks];
@@ -224,7 +223,7 @@ export function lowRankUpdate(ctx: Context, y: DeviceTensor, u: DeviceTensor, w:
   const layout = opts.wLayout ?? 'nr';
   const T = rowsOf(y);
   const N = last(y);
-  if (w.shape.length !== 2 || u.shape.length < 1) throw new ShapeError(`lowRankUpdate: W must be 2-D, got ${fmtShape(w.shape)}`);
+  if (w.shape.length !== 2) throw new ShapeError(`lowRankUpdate: W must be 2-D, got ${fmtShape(w.shape)}`);
   const R = layout === 'nr' ? w.shape[1]! : w.shape[0]!;
   const wN = layout === 'nr' ? w.shape[0]! : w.shape[1]!;
   if (wN !== N) throw new ShapeError(`lowRankUpdate: Y ${fmtShape(y.shape)} and W ${fmtShape(w.shape)} (${layout}) differ in N`);
