@@ -132,10 +132,12 @@ export abstract class TensorReaderBase implements SafetensorsReader {
     const chunkBytes = Math.max(8, Math.floor((opts.chunkBytes ?? CHUNK_BYTES) / 8) * 8);
     const n = numel(info.shape);
     const stored = formatFromSafetensors(info.dtype);
-    if (stored && isHalf(stored) && target !== stored && (target === 'f32' || isHalf(target)) && storageBytes(target, n) <= ctx.maxBinding && !opts.cpuConvert) {
-      // convert on the GPU: upload packed, then cast (widening exact, bf16 -> f16 rounded to nearest even, as the
-      // CPU path does). Half the bytes cross the bus for f32, and the CPU path's per-element bf16 -> f16 took
-      // minutes for a 1.1B model (a stall before `rusty finetune --mixed-precision f16` printed anything)
+    const gpuFloat = (d: DType | null | undefined): d is DType => d === 'f32' || (!!d && isHalf(d));
+    if (gpuFloat(stored) && gpuFloat(target) && target !== stored && storageBytes(stored, n) <= ctx.maxBinding && storageBytes(target, n) <= ctx.maxBinding && !opts.cpuConvert) {
+      // convert on the GPU: upload as stored, then cast (widening exact, narrowing rounded to nearest even, as the
+      // CPU path does). The CPU path converts element by element: bf16 -> f16 took minutes for a 1.1B model (a
+      // stall before `rusty finetune --mixed-precision f16` printed anything), and f32 checkpoints loaded in 16 bits
+      // went the same way
       const half = await this.upload(ctx, name, { dtype: stored, chunkBytes });
       try {
         return cast(ctx, half, target);

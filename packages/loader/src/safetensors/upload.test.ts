@@ -31,6 +31,8 @@ describe('upload to the GPU', () => {
 
   // bf16 values beyond f16's range, at its rounding edge, subnormal in f16, and below it
   const WIDE = [70000, -1e6, 3e38, 65504, 65520, -65536, 1e-5, -3e-6, 1e-8, 0, -0];
+  // and f32 values at f16's and bf16's rounding ties (even and odd), beyond f16, subnormal in f16
+  const WIDE32 = [...WIDE, 1 + 2 ** -11, 1 + 3 * 2 ** -11, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 65519.99, 2 ** -24, 2 ** -25, 3 * 2 ** -26, 1e-40];
 
   it('converts between dtypes in chunks, with odd element counts', async () => {
     const n = 1001;
@@ -45,6 +47,7 @@ describe('upload to the GPU', () => {
       u8: { shape: [n], data: Uint8Array.from({ length: n }, (_, i) => i % 256) },
       big: { shape: [2], data: BigInt64Array.of(1n, 2n ** 40n) },
       wide: { dtype: 'BF16', shape: [WIDE.length], data: Uint16Array.from(WIDE, numberToBf16Bits) },
+      wide32: { shape: [WIDE32.length], data: Float32Array.from(WIDE32) },
     });
     const st = await readSafetensors(path);
     for (const chunkBytes of [16, 136, undefined]) {
@@ -55,6 +58,11 @@ describe('upload to the GPU', () => {
         ['f64', { ...opts, dtype: 'bf16' }, Array.from(f64, (x) => bf16BitsToF32(numberToBf16Bits(x)))],
         ['f32', { ...opts }, Array.from(Float32Array.from(f64))],
         ['f32', { ...opts, dtype: 'bf16' }, Array.from(Float32Array.from(f64), (x) => bf16BitsToF32(numberToBf16Bits(x)))],
+        ['f32', { ...opts, dtype: 'bf16', cpuConvert: true }, Array.from(Float32Array.from(f64), (x) => bf16BitsToF32(numberToBf16Bits(x)))],
+        ['f32', { ...opts, dtype: 'f16' }, Array.from(Float32Array.from(f64), (x) => f16BitsToF32(numberToF16Bits(x)))],
+        ['f32', { ...opts, dtype: 'f16', cpuConvert: true }, Array.from(Float32Array.from(f64), (x) => f16BitsToF32(numberToF16Bits(x)))],
+        ['wide32', { ...opts, dtype: 'f16' }, Array.from(Float32Array.from(WIDE32), (x) => f16BitsToF32(numberToF16Bits(x)))],
+        ['wide32', { ...opts, dtype: 'bf16' }, Array.from(Float32Array.from(WIDE32), (x) => bf16BitsToF32(numberToBf16Bits(x)))],
         ['bf16', { ...opts }, Array.from(f64, (x) => bf16BitsToF32(numberToBf16Bits(x)))],
         ['bf16', { ...opts, dtype: 'f32' }, Array.from(f64, (x) => bf16BitsToF32(numberToBf16Bits(x)))],
         ['bf16', { ...opts, dtype: 'f32', cpuConvert: true }, Array.from(f64, (x) => bf16BitsToF32(numberToBf16Bits(x)))],
@@ -73,7 +81,7 @@ describe('upload to the GPU', () => {
       ];
       for (const [name, o, want] of cases) {
         const t = await st.upload(ctx, name, o);
-        expect(t.dtype).toBe(o?.dtype ?? { f64: 'f32', f32: 'f32', bf16: 'bf16', f16: 'f16', i64: 'i32', u8: 'u32', wide: 'bf16' }[name]);
+        expect(t.dtype).toBe(o?.dtype ?? { f64: 'f32', f32: 'f32', bf16: 'bf16', f16: 'f16', i64: 'i32', u8: 'u32', wide: 'bf16', wide32: 'f32' }[name]);
         expect(Array.from(await download(ctx, t)), `${name} -> ${t.dtype}, chunk ${chunkBytes}`).toEqual(want);
         release(ctx, t);
       }
