@@ -20,8 +20,8 @@ export interface UploadOptions {
   dtype?: DType;
   /** Bytes read from disk per step (default 8 MiB; rounded to whole elements and 4-byte words). */
   chunkBytes?: number;
-  /** Convert F16/BF16 to f32 or to the other 16-bit format on the CPU instead of uploading them packed and
-   *  converting them on the GPU (the default where the tensor fits one storage binding). Both give the same bits. */
+  /** Convert between F32, F16 and BF16 on the CPU instead of uploading as stored and casting on the GPU (the
+   *  default where both fit one storage binding). Both give the same bits. */
   cpuConvert?: boolean;
 }
 
