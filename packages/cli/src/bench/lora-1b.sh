@@ -55,7 +55,7 @@ for run in $runs; do
       out="$work/$run"; log="$work/$run.log"
       # a run that outlives RUN_TIMEOUT gets SIGUSR2 first: node writes a diagnostic report (JS and native stacks)
       # into the work dir, then it is killed
-      if timeout -s USR2 -k 20 "${RUN_TIMEOUT:-400}" env RUSTY_DEBUG=1 NODE_OPTIONS="--report-on-signal --report-signal=SIGUSR2 --report-directory=$work" \
+      if timeout -s USR2 -k 20 "${RUN_TIMEOUT:-400}" env NODE_OPTIONS="--report-on-signal --report-signal=SIGUSR2 --report-directory=$work" \
         bash .gpu/run.sh lora-1b-cli finetune --model "$work/model" --data "$work/corpus.txt" --out "$out" "${common[@]}" \
         --mixed-precision "$mp" >"$log" 2>&1; then
         rusty_line "${run#rusty-}" "$out" "$log" | tee -a "$results"

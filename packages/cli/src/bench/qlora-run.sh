@@ -26,7 +26,7 @@ for run in "$@"; do
   fi
   t0=$(date +%s.%N)
   # RUN_TIMEOUT (s, default 600) bounds a run; past it node gets SIGUSR2 and writes a diagnostic report into $d
-  timeout -s USR2 -k 20 "${RUN_TIMEOUT:-600}" env RUSTY_DEBUG=1 NODE_OPTIONS="--report-on-signal --report-signal=SIGUSR2 --report-directory=$d" \
+  timeout -s USR2 -k 20 "${RUN_TIMEOUT:-600}" env NODE_OPTIONS="--report-on-signal --report-signal=SIGUSR2 --report-directory=$d" \
     bash .gpu/run.sh "$entry" finetune --model "$model" --data "$work/corpus.txt" --out "$d/out" \
     --targets all --r 16 --alpha 32 --seq-len "${QLORA_SEQ:-512}" --batch-size "${QLORA_BATCH:-4}" --steps "$steps" --lr 1e-4 --val-split 0 \
     --log-every 5 "${extra[@]}" ${QLORA_ARGS:-} >"$d/log.txt" 2>&1

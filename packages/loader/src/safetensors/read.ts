@@ -138,11 +138,11 @@ export abstract class TensorReaderBase implements SafetensorsReader {
       // CPU path does). The CPU path converts element by element: bf16 -> f16 took minutes for a 1.1B model (a
       // stall before `rusty finetune --mixed-precision f16` printed anything), and f32 checkpoints loaded in 16 bits
       // went the same way
-      const half = await this.upload(ctx, name, { dtype: stored, chunkBytes });
+      const asStored = await this.upload(ctx, name, { dtype: stored, chunkBytes });
       try {
-        return cast(ctx, half, target);
+        return cast(ctx, asStored, target);
       } finally {
-        release(ctx, half);
+        release(ctx, asStored);
       }
     }
     const t = empty(ctx, info.shape, target);
