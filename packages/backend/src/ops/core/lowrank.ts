@@ -76,6 +76,17 @@ function checkR(r: number, what: string): void {
   if (!Number.isInteger(r) || r < 1 || r > LOWRANK_MAX_R) throw new ShapeError(`${what}: rank ${r} must be 1..${LOWRANK_MAX_R}`);
 }
 
+/** The rank R of a factor W (2-D: `[R, n]` when `rankFirst`, else `[n, R]`) whose long side must equal the size n of
+ *  the operand named in `side` (`[tensor, name, n, dim]`). */
+function factorRank(op: string, w: DeviceTensor, rankFirst: boolean, layout: string, side: [DeviceTensor, string, number, string]): number {
+  const [a, aName, n, dim] = side;
+  if (w.shape.length !== 2) throw new ShapeError(`${op}: W must be 2-D, got ${fmtShape(w.shape)}`);
+  const [R, wn] = rankFirst ? [w.shape[0]!, w.shape[1]!] : [w.shape[1]!, w.shape[0]!];
+  if (wn !== n) throw new ShapeError(`${op}: ${aName} ${fmtShape(a.shape)} and W ${fmtShape(w.shape)} (${layout}) differ in ${dim}`);
+  checkR(R, op);
+  return R;
+}
+
 /** Options of {@link lowRankProject}. */
 export interface LowRankProjectOptions {
   /** `'rk'` (default): W is `[R, K]` (LoRA's A: `x A^T`); `'kr'`: W is `[K, R]` (LoRA's B: `dY B`). */
@@ -100,11 +111,7 @@ export function lowRankProject(ctx: Context, x: DeviceTensor, w: DeviceTensor, o
   const layout = opts.wLayout ?? 'rk';
   const K = last(x);
   const T = rowsOf(x);
-  if (w.shape.length !== 2) throw new ShapeError(`lowRankProject: W must be 2-D, got ${fmtShape(w.shape)}`);
-  const R = layout === 'rk' ? w.shape[0]! : w.shape[1]!;
-  const wK = layout === 'rk' ? w.shape[1]! : w.shape[0]!;
-  if (wK !== K) throw new ShapeError(`lowRankProject: X ${fmtShape(x.shape)} and W ${fmtShape(w.shape)} (${layout}) differ in K`);
-  checkR(R, 'lowRankProject');
+  const R = factorRank('lowRankProject', w, layout === 'rk', layout, [x, 'X', K, 'K']);
   if (opts.accumulate && !opts.out) throw new ShapeError('lowRankProject: accumulate needs out');
   if (opts.out) checkOut(opts.out, [T, R], 'lowRankProject: out', 'f32', [x, w]);
   checkBindable(ctx, 'lowRankProject', [x, 'X']);
@@ -223,12 +230,8 @@ export function lowRankUpdate(ctx: Context, y: DeviceTensor, u: DeviceTensor, w:
   const layout = opts.wLayout ?? 'nr';
   const T = rowsOf(y);
   const N = last(y);
-  if (w.shape.length !== 2) throw new ShapeError(`lowRankUpdate: W must be 2-D, got ${fmtShape(w.shape)}`);
-  const R = layout === 'nr' ? w.shape[1]! : w.shape[0]!;
-  const wN = layout === 'nr' ? w.shape[0]! : w.shape[1]!;
-  if (wN !== N) throw new ShapeError(`lowRankUpdate: Y ${fmtShape(y.shape)} and W ${fmtShape(w.shape)} (${layout}) differ in N`);
+  const R = factorRank('lowRankUpdate', w, layout === 'rn', layout, [y, 'Y', N, 'N']);
   if (rowsOf(u) !== T || last(u) !== R) throw new ShapeError(`lowRankUpdate: U ${fmtShape(u.shape)} must be [${T}, ${R}] for Y ${fmtShape(y.shape)}`);
-  checkR(R, 'lowRankUpdate');
   checkBindable(ctx, 'lowRankUpdate', [y, 'Y']);
   const k = cachedKernel(ctx, `core:lowrank-update:${R}:${u.dtype}:${w.dtype}`, () => ({
     name: 'lowrank-update',
