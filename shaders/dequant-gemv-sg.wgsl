@@ -12,8 +12,9 @@
 // Prepended by the wrapper (ops/quant/gemv.ts), all WGSL consts: MR (rows of X), R (rows of W per workgroup),
 //   WG (threads), NSG (most subgroups a workgroup can have: WG / the adapter's smallest subgroup size), CW (u32
 //   words per chunk: 4, one vec4u load, or 1), CE (elements per chunk), HAS_BIAS, FLOAT_W (16-bit float weights),
-//   SG (the fixed subgroup size, main_rows only), `fn deq_f2(w: u32) -> vec2f` (float weights: the two values of a word, from the format table), the
-//   FMT override (quant-common), and the generated code at the //@acc, //@pre, //@load, //@fast, //@tail and
+//   SG (the fixed subgroup size, main_rows only), `fn deq_f2(w: u32) -> vec2f` (float weights: the two values of a
+//   word, from the format table), the FMT override (quant-common), the chunk loop at the //@walk lines (the same in
+//   both entry points: WALK in gemv.ts), and the generated code at the //@acc, //@pre, //@load, //@fast, //@tail and
 //   //@reduce lines: named accumulators a_<r>_<m>, (//@pre, where the setting prefetches) the first chunk's words
 //   pw_<r> and scales ps_<r> loaded before the loop, the R rows' chunk words w_<r> and scales s_<r> (with prefetch:
 //   taken from pw_<r> / ps_<r>, which then load chunk c + cstep, clamped to the row, so that the next chunk's
@@ -70,21 +71,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) li: u
   //@acc
   let c0 = li;
   let cstep = WG;
-  //@pre
-  for (var c = c0; c < p.nc; c += cstep) {
-    let k0 = c * CE;
-    //@load
-    if (k0 + CE <= p.K) {
-      //@fast
-    } else {
-      for (var e = 0u; e < CE; e++) {
-        let k = k0 + e;
-        if (k < p.K) {
-          //@tail
-        }
-      }
-    }
-  }
+  //@walk
   //@reduce
   workgroupBarrier();
   for (var o = li; o < R * MR; o += WG) {
@@ -114,20 +101,6 @@ fn main_rows(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) 
   //@acc
   let c0 = lane;
   let cstep = SG;
-  //@pre
-  for (var c = c0; c < p.nc; c += cstep) {
-    let k0 = c * CE;
-    //@load
-    if (k0 + CE <= p.K) {
-      //@fast
-    } else {
-      for (var e = 0u; e < CE; e++) {
-        let k = k0 + e;
-        if (k < p.K) {
-          //@tail
-        }
-      }
-    }
-  }
+  //@walk
   //@rows_out
 }

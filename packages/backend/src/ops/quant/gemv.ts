@@ -154,8 +154,26 @@ export function gemvSource(o: GemvShape): string {
   const hasScale = !floatW;
   const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
   pre += `const SG: u32 = ${o.sgRows ?? 1}u;\n`; // main_rows: the subgroup size
-  return pre + gemvWgsl.replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
+  return pre + gemvWgsl.replace(/^\s*\/\/@walk$/gm, WALK).replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
 }
+
+/** The //@walk line of both entry points: a thread's walk over its chunks c0, c0 + cstep, ... of the R rows, each
+ *  a whole chunk (//@fast) or the row's partial last one (//@tail), with the generated //@pre and //@load code. */
+const WALK = `  //@pre
+  for (var c = c0; c < p.nc; c += cstep) {
+    let k0 = c * CE;
+    //@load
+    if (k0 + CE <= p.K) {
+      //@fast
+    } else {
+      for (var e = 0u; e < CE; e++) {
+        let k = k0 + e;
+        if (k < p.K) {
+          //@tail
+        }
+      }
+    }
+  }`;
 
 type Group = [number, number, (r: number) => string];
 type XLoad = (m: number | string, e0: number, g: number) => string;
