@@ -2,6 +2,7 @@ import { BufferPool, fmtBytes, type GpuBuffer, type MemoryStats } from './buffer
 import { DeviceError, OutOfMemoryError, RustyError, ShaderError } from './errors';
 import type { SpeedToggles } from './gpu-provider';
 import { codeHash, kernelBaseKey, kernelSource, type KernelDef, type ParamSpec } from './kernel';
+import { waitGpu } from './gpu-wait';
 import { Profiler } from './profiler';
 import { makeSubBuffer, offsetOf, releaseTarget, rootOf } from './sub-buffer';
 
@@ -222,7 +223,7 @@ export class Context {
     this.enc().copyBufferToBuffer(buf.gpu, offsetOf(buf) + byteOffset, staging, 0, n);
     this.flush();
     try {
-      await this.waitGpu('a buffer read', staging.mapAsync(GPUMapMode.READ));
+      await waitGpu('a buffer read', staging.mapAsync(GPUMapMode.READ));
     } catch (e) {
       this.check();
       throw new DeviceError(`reading a buffer back failed: ${(e as Error).message}`, { cause: e });
@@ -373,23 +374,8 @@ export class Context {
   async sync(): Promise<void> {
     this.check();
     this.flush();
-    await this.waitGpu('sync', this.device.queue.onSubmittedWorkDone());
+    await waitGpu('sync', this.device.queue.onSubmittedWorkDone());
     this.check();
-  }
-
-  /** Await a promise of the device; if it is still pending after 60 s, say on stderr what it waits for (a
-   *  stalled GPU should not look like a silent hang). */
-  private async waitGpu<T>(what: string, p: Promise<T>): Promise<T> {
-    const timer = setTimeout(() => {
-      const msg = `rusty: still waiting for the GPU after 60 s (${what})`;
-      if (typeof process !== 'undefined' && process.stderr) process.stderr.write(msg + '\n');
-      else console.warn(msg);
-    }, 60_000);
-    try {
-      return await p;
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   /** Release the device. The context is unusable afterwards. */
