@@ -4,13 +4,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext, type Context } from '../../context';
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
-import { release, upload } from '../../tensor';
+import { cast } from '../cast';
+import { empty, poison, release, upload, type DeviceTensor } from '../../tensor';
 import { dot, finiteDiff, randn, relErr } from '../../testing';
 import { geluTanhGate, geluTanhGateBackward, swiglu, swigluBackward } from './gated';
 import { refGeluTanhGate, refGeluTanhGateBackward, refSwiglu, refSwigluBackward } from './llm.ref';
 import { get, poisoned, quantize, randTensor } from './test-util';
 
 let ctx: Context;
+const storageBytesOf = (t: DeviceTensor): number => Math.ceil((t.shape.reduce((a, b) => a * b, 1) * 2) / 4) * 4;
 beforeAll(async () => {
   ctx = await createContext();
 });
@@ -55,6 +57,47 @@ for (const { name, fwd, bwd, refFwd, refBwd } of OPS) {
         release(ctx, g.t, u.t, dy.t, out, dgate, dup);
       });
     }
+
+    // 16-bit outputs are the f32 ones rounded as `cast` rounds them, bit for bit (what a consumer that casts the
+    // f32 outputs reads); 32-bit inputs too (the MLP's f32 projections), and values past f16's range
+    for (const [shape, gd, ud, dt] of [[[5, 130], 'f32', 'f32', 'f16'], [[2, 3, 66], 'f16', 'bf16', 'bf16']] as [number[], DType, DType, DType][]) {
+      it(`${dt} outputs equal the cast f32 outputs, gate ${gd}, up ${ud} ${JSON.stringify(shape)}`, async () => {
+        const n = shape.reduce((a, b) => a * b);
+        const g = randTensor(ctx, shape, gd, n, 3);
+        const u = randTensor(ctx, shape, ud, n + 1, gd === 'f32' ? 30000 : 1);
+        const dy = randTensor(ctx, shape, 'f32', n + 2, 100);
+        const f32 = [fwd(ctx, g.t, u.t), ...Object.values(bwd(ctx, dy.t, g.t, u.t))];
+        {
+          const bad = (): DeviceTensor => {
+            const t = empty(ctx, shape, dt);
+            poison(ctx, t, 0x7e017e01);
+            return t;
+          };
+          const half = [fwd(ctx, g.t, u.t, { out: bad() }), ...Object.values(bwd(ctx, dy.t, g.t, u.t, { dgateOut: bad(), dupOut: bad(), dtype: dt }))];
+          const alloc = [fwd(ctx, g.t, u.t, { dtype: dt }), ...Object.values(bwd(ctx, dy.t, g.t, u.t, { dtype: dt }))];
+          for (let i = 0; i < 3; i++) {
+            const want = cast(ctx, f32[i]!, dt);
+            const bytes = storageBytesOf(want);
+            const w = new Uint16Array(await ctx.read(want.buffer, bytes));
+            for (const t of [half[i]!, alloc[i]!]) {
+              expect(t.dtype).toBe(dt);
+              expect(new Uint16Array(await ctx.read(t.buffer, bytes))).toEqual(w);
+            }
+            release(ctx, want, half[i]!, alloc[i]!);
+          }
+        }
+        release(ctx, g.t, u.t, dy.t, ...f32);
+      });
+    }
+
+    it('16-bit outputs need an even last dim and a float format', () => {
+      const a = upload(ctx, new Float32Array(6), [2, 3]);
+      expect(() => fwd(ctx, a, a, { dtype: 'f16' })).toThrow(new RegExp(`${name}: f16 outputs need an even last dim`));
+      expect(() => bwd(ctx, a, a, a, { dtype: 'bf16' })).toThrow(/bf16 outputs need an even last dim/);
+      expect(() => fwd(ctx, a, a, { dtype: 'i32' })).toThrow(/outputs are float, not i32/);
+      expect(() => bwd(ctx, a, a, a, { dtype: 'f16', dgateOut: empty(ctx, [2, 3]) })).toThrow(ShapeError);
+      release(ctx, a);
+    });
 
     it('saturates without NaN for large |gate|, exact where the curve is flat', async () => {
       const gv = quantize('f32', [-200, -90, -20, -6, 0, 6, 20, 90, 200, 1e-30]);
