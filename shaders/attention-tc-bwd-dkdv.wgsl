@@ -7,6 +7,9 @@
 // Bindings: q read f16 [B, T, Hq, D]; k, v read f16 [B, S, Hkv, D]; dout read f16|f32|bf16 [B, T, Hq, D];
 //   lse, delta read f32 [B, Hq, T]; mask read i32|u32 [B, S] (1 = keep; a dummy when hasMask = 0);
 //   dk_out, dv_out rw f32 [B, S, Hkv, D]. VEC / VECD: 16-byte loads as in attention-tc-bwd-dq.wgsl.
+//   With WDS = 1 also ds rw f16 [B, Hq, S, TP] (TP = T rounded up to 8), written through a vec4u view ds4: each
+//   step's dS^T tile (scaled, f16, exactly what dK += dS^T Q reads) for attention-tc-bwd-dq-ds.wgsl, which then
+//   computes dQ = dS K without recomputing S and dP (the backward order is then delta, this pass, dQ).
 // Params: as attention-bwd-dkdv.wgsl (T, S, Hq, Hkv, G, qOffset, causal, window, hasMask, scale, scale2, capin,
 //   capmul).
 // Prepended by the wrapper (ops/attention/flash-tc.ts): aliases Lm, Rm, Acc of the adapter's fragment and the
@@ -22,7 +25,7 @@
 // Constants: D, DP, BC, BR, NSG, SG, SM, SN, SK, TPR (= SG / SM); QROWS = max(BR, BC) rows of Qs (BR of dOs);
 //   QSTR row stride of Qs / dOs, PSTR of PdS (halves), SSTR of Ss (floats); NDK = DP/SK, NBN = BR/SN,
 //   NBK = BR/SK, NDN = DP/SN; CPT = BR/TPR, OPT = DP/TPR; NQU = ceil(BR*DP/8/NT) units of a Q or dO block per
-//   thread, NQM = ceil(BR/NT) rows of lse / delta per thread.
+//   thread, NQM = ceil(BR/NT) rows of lse / delta per thread; WDS (1: store dS, see Bindings).
 // Workgroup: NT = NSG * SG threads; grid (ceil(S / BC), Hkv, B).
 const D: u32 = 64u;
 const DP: u32 = 64u;
@@ -48,6 +51,7 @@ const NQU: u32 = 2u;
 const NQM: u32 = 1u;
 const VEC: u32 = 1u;
 const VECD: u32 = 1u;
+const WDS: u32 = 0u;
 
 const NT: u32 = NSG * SG;
 const LOG2E: f32 = 1.4426950408889634;
@@ -240,6 +244,24 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
     }
     //@end
     workgroupBarrier();
+
+    // dS^T of q head kh * G + st / nq -> ds rows s0 .. s0 + BC - 1, queries t0 .. t0 + BR - 1 (8 per store)
+    //@unroll w WDS
+    {
+      let hd = kh * p.G + st / nq;
+      let TP = (p.T + 7u) & ~7u;
+      for (var u = lid; u < BC * (BR / 8u); u += NT) {
+        let row = u / (BR / 8u);
+        let c = (u % (BR / 8u)) * 8u;
+        if (s0 + row < p.S && t0 + c < p.T) {
+          let o = row * PSTR + c;
+          ds4[(((b * p.Hq + hd) * p.S + s0 + row) * TP + t0 + c) >> 3u] = vec4u(
+            bitcast<u32>(vec2<f16>(PdS[o], PdS[o + 1u])), bitcast<u32>(vec2<f16>(PdS[o + 2u], PdS[o + 3u])),
+            bitcast<u32>(vec2<f16>(PdS[o + 4u], PdS[o + 5u])), bitcast<u32>(vec2<f16>(PdS[o + 6u], PdS[o + 7u])));
+        }
+      }
+    }
+    //@end
 
     // dK += dS^T Q (already scaled)
     //@unroll n NDN

@@ -11,7 +11,9 @@
  *                           [--window 256] (sliding window)  [--softcap 50] (logit soft-capping)
  *                           [--dtype f16]  (q, k, v and dO stored in f16: the tensor-core kernels where the
  *                           adapter has subgroup matrices, see ops/attention/flash-tc.ts) [--notc] (f16, portable)
- *                           [--tctiles '{"fwd":{"nsg":4,"b":64},"dq":{"nsg":4,"b":64},"dkdv":{"nsg":4,"b":64}}']
+ *                           [--tctiles '{"fwd":{"nsg":4,"b":64},"dq":{"nsg":4,"b":64},"dkdv":{"nsg":4,"b":64},"dqds":{"nsg":4,"b":64}}']
+ *                           (any subset) [--dsbudget BYTES] (tensor-core backward: 0 = dQ recomputes S and dP
+ *                           instead of reading the dS that dK/dV stores; default ATTENTION_DS_BUDGET)
  *
  *   node attention-bench.js --decode [--B 4] [--H 32] [--Hkv 8] [--D 128] [--len 4096]
  *     times the decode path instead (one query per sequence against a KV cache of len positions).
@@ -24,8 +26,8 @@ import { createContext } from '../context';
 import { attentionDecode } from '../ops/attention/decode';
 import { flashAttention, flashAttentionBackward } from '../ops/attention/flash';
 import { attentionTiles, type AttentionTiles } from '../ops/attention/tiles';
-import { attentionTcFailures, attentionTcReady, type TcAttnTiles } from '../ops/attention/flash-tc';
-import { flashAttentionTcPath } from '../ops/attention/flash';
+import { attentionTcFailures, attentionTcReady, tcAttnDsBytes, type TcAttnTiles } from '../ops/attention/flash-tc';
+import { ATTENTION_DS_BUDGET, flashAttentionTcPath } from '../ops/attention/flash';
 import { roundTo } from '../ops/core/core.ref';
 import type { DType } from '../dtype';
 import { download, upload } from '../tensor';
@@ -106,8 +108,9 @@ async function main(): Promise<void> {
   const k = upload(ctx, kh, [B, S, Hkv, D], dtype);
   const v = upload(ctx, vh, [B, S, Hkv, D], dtype);
   const dO = upload(ctx, doh, [B, T, H, D], dtype);
-  const tcTiles = tcTilesArg ? (JSON.parse(tcTilesArg) as TcAttnTiles) : undefined;
-  const opts = { causal, tiles, slidingWindow: window, softcap, tensorCores, tcTiles };
+  const tcTiles = tcTilesArg ? (JSON.parse(tcTilesArg) as Partial<TcAttnTiles>) : undefined;
+  const dsBudget = arg('dsbudget') !== undefined ? Number(arg('dsbudget')) : undefined;
+  const opts = { causal, tiles, slidingWindow: window, softcap, tensorCores, tcTiles, dsBudget };
   const tc = flashAttentionTcPath(ctx, q, k, v, opts);
   flashAttention(ctx, q, k, v, opts);
   flashAttentionBackward(ctx, dO, q, k, v, flashAttention(ctx, q, k, v, opts).out, flashAttention(ctx, q, k, v, opts).lse, opts);
@@ -180,6 +183,7 @@ async function main(): Promise<void> {
       path: tc && !tcFailures.length ? 'tensor-cores' : 'portable',
       tcPlan: tc ? { frag: `${tc.plan.frag.M}x${tc.plan.frag.N}x${tc.plan.frag.K}`, subgroup: tc.plan.subgroupSize, tiles: tc.tiles } : undefined,
       tcFailures: tcFailures.length ? tcFailures : undefined,
+      tcBackward: tc ? (tcAttnDsBytes({ B, T, S, Hq: H }) <= Math.min(dsBudget ?? ATTENTION_DS_BUDGET, ctx.maxBinding) ? `dS stored (${(tcAttnDsBytes({ B, T, S, Hq: H }) / 2 ** 20).toFixed(1)} MiB)` : 'dQ recomputes') : undefined,
       workgroupStorage: ctx.info.limits.maxComputeWorkgroupStorageSize,
       B,
       H,

@@ -3,6 +3,7 @@ export {
   flashAttention,
   flashAttentionBackward,
   flashAttentionTcPath,
+  ATTENTION_DS_BUDGET,
   type FlashAttentionOptions,
   type FlashAttentionBackwardOptions,
   type FlashAttentionResult,

@@ -24,7 +24,9 @@ export interface TcAttnCase extends RefDims {
   softcap?: number;
   scale?: number;
   doutDtype?: DType;
-  tcTiles?: TcAttnTiles;
+  tcTiles?: Partial<TcAttnTiles>;
+  /** The backward's dsBudget: 0 = the dQ pass recomputes S and dP; default: dK/dV stores dS for it. */
+  dsBudget?: number;
 }
 
 export interface TcAttnResult {
@@ -37,7 +39,7 @@ export const caseName = (c: TcAttnCase): string =>
   `B${c.B} T${c.T} S${c.S} Hq${c.Hq} Hkv${c.Hkv} D${c.D}${c.causal === false ? ' non-causal' : ''}` +
   `${c.qOffset !== undefined ? ` qOffset${c.qOffset}` : ''}${c.mask ? ' mask' : ''}${c.window ? ` window${c.window}` : ''}` +
   `${c.softcap ? ` softcap${c.softcap}` : ''}${c.scale ? ` scale${c.scale}` : ''}${c.doutDtype ? ` dout:${c.doutDtype}` : ''}` +
-  `${c.tcTiles ? ` tiles ${JSON.stringify(c.tcTiles)}` : ''}`;
+  `${c.tcTiles ? ` tiles ${JSON.stringify(c.tcTiles)}` : ''}${c.dsBudget !== undefined ? ` dsBudget${c.dsBudget}` : ''}`;
 
 function lseErr(got: ArrayLike<number>, want: ArrayLike<number>): number {
   let e = 0;
@@ -116,7 +118,7 @@ export async function runTcAttnCase(ctx: Context, c: TcAttnCase): Promise<TcAttn
   const dv = empty(ctx, v.shape);
   for (const t of [out, lse, dq, dk, dv]) poison(ctx, t);
   await whenReady(ctx, () => flashAttention(ctx, q, k, v, { ...opts, out, lse }));
-  await whenReady(ctx, () => flashAttentionBackward(ctx, dOut, q, k, v, out, lse, { ...opts, dq, dk, dv }));
+  await whenReady(ctx, () => flashAttentionBackward(ctx, dOut, q, k, v, out, lse, { ...opts, dq, dk, dv, dsBudget: c.dsBudget }));
   const ref = refAttention(c, ro, qv, kv, vv);
   const g = refAttentionBackward(c, ro, qv, kv, vv, dov);
   const err = {
@@ -130,9 +132,19 @@ export async function runTcAttnCase(ctx: Context, c: TcAttnCase): Promise<TcAttn
   return { name: caseName(c), err };
 }
 
-/** The cases for an adapter with subgroup matrices (sizes for a float64 reference in a few seconds). */
+/** The cases for an adapter with subgroup matrices (sizes for a float64 reference in a few seconds). Every case's
+ *  backward stores dS for the dQ pass (the default within its budget) unless it says `dsBudget: 0`. */
 export function tcAttnCases(): TcAttnCase[] {
+  const recompute: TcAttnCase[] = [
+    { B: 2, T: 128, S: 128, Hq: 4, Hkv: 4, D: 64, dsBudget: 0 },
+    { B: 2, T: 45, S: 103, Hq: 6, Hkv: 2, D: 128, mask: true, dsBudget: 0 },
+    { B: 1, T: 131, S: 131, Hq: 2, Hkv: 2, D: 64, window: 37, dsBudget: 0 },
+    { B: 1, T: 65, S: 65, Hq: 2, Hkv: 1, D: 64, softcap: 5, scale: 0.3, dsBudget: 0 },
+    { B: 1, T: 19, S: 19, Hq: 2, Hkv: 1, D: 13, mask: true, dsBudget: 0 },
+    { B: 1, T: 99, S: 99, Hq: 2, Hkv: 1, D: 64, tcTiles: { fwd: { nsg: 2, b: 32 }, dq: { nsg: 2, b: 32 }, dkdv: { nsg: 2, b: 16 } }, dsBudget: 0 },
+  ];
   return [
+    ...recompute,
     { B: 2, T: 128, S: 128, Hq: 4, Hkv: 4, D: 64 },
     { B: 1, T: 77, S: 77, Hq: 4, Hkv: 2, D: 64 },
     { B: 2, T: 45, S: 103, Hq: 6, Hkv: 2, D: 128, mask: true },
@@ -149,5 +161,9 @@ export function tcAttnCases(): TcAttnCase[] {
     { B: 1, T: 99, S: 99, Hq: 2, Hkv: 1, D: 64, tcTiles: { fwd: { nsg: 1, b: 16 }, dq: { nsg: 4, b: 32 }, dkdv: { nsg: 1, b: 32 } } },
     { B: 1, T: 150, S: 150, Hq: 2, Hkv: 1, D: 64, tcTiles: { fwd: { nsg: 4, b: 32 }, dq: { nsg: 4, b: 32 }, dkdv: { nsg: 4, b: 32 } } },
     { B: 1, T: 150, S: 150, Hq: 2, Hkv: 1, D: 64, tcTiles: { fwd: { nsg: 2, b: 64 }, dq: { nsg: 2, b: 64 }, dkdv: { nsg: 2, b: 64 } } },
+    // dQ-from-dS tiles other than dK/dV's blocks: its key tiles straddle blocks dK/dV never wrote (masked per pair)
+    { B: 1, T: 99, S: 99, Hq: 2, Hkv: 1, D: 64, window: 21, tcTiles: { dkdv: { nsg: 4, b: 64 }, dqds: { nsg: 1, b: 16 } } },
+    { B: 2, T: 83, S: 83, Hq: 4, Hkv: 2, D: 64, tcTiles: { dkdv: { nsg: 1, b: 32 }, dqds: { nsg: 2, b: 64 } } },
+    { B: 1, T: 61, S: 90, Hq: 2, Hkv: 1, D: 128, mask: true, tcTiles: { dqds: { nsg: 4, b: 32 } } },
   ];
 }

@@ -5,9 +5,9 @@ import { kernelSource } from '../../kernel';
 import { upload, release } from '../../tensor';
 import { randn } from '../../testing';
 import type { TensorCorePlan } from '../core/matmul-tc';
-import { flashAttention, flashAttentionTcPath } from './flash';
+import { ATTENTION_DS_BUDGET, flashAttention, flashAttentionBackward, flashAttentionTcPath } from './flash';
 import { runTcAttnCase, TC_ATTN_TOL, tcAttnCases } from './flash-tc.cases';
-import { attentionTcPlan, chooseTcAttnTiles, tcAttnBytes, tcAttnCode, tcAttnDef, tcAttnPathFor, tcAttnTileProblem, type TcAttnKind } from './flash-tc';
+import { attentionTcPlan, chooseTcAttnTiles, tcAttnBytes, tcAttnCode, tcAttnDef, tcAttnDsBytes, tcAttnPathFor, tcAttnTileProblem, type TcAttnKind } from './flash-tc';
 
 const ctx: Context = await createContext();
 afterAll(() => ctx.destroy());
@@ -24,14 +24,14 @@ function fakeInfo(o: Partial<{ sm: boolean; f16: boolean; configs: Info['subgrou
   } as Info;
 }
 const NVIDIA = [f16f32(16, 8, 16), f16f32(16, 16, 16), { ...f16f32(16, 16, 16), resultComponentType: 'f16' }];
-const KINDS: TcAttnKind[] = ['fwd', 'dq', 'dkdv'];
+const KINDS: TcAttnKind[] = ['fwd', 'dq', 'dkdv', 'dqds'];
 
 describe('tensor-core attention path selection (runs everywhere)', () => {
   it('takes the fragment from the adapter and fits tiles to its workgroup memory at D = 64 and 128', () => {
     const nv = tcAttnPathFor(fakeInfo({ configs: NVIDIA }), 64);
     if (!('plan' in nv)) throw new Error(nv.reason);
     expect(nv.plan.frag).toMatchObject({ M: 16, N: 16, K: 16 });
-    expect(nv.tiles).toEqual({ fwd: { nsg: 4, b: 64 }, dq: { nsg: 4, b: 64 }, dkdv: { nsg: 4, b: 64 } });
+    expect(nv.tiles).toEqual({ fwd: { nsg: 4, b: 64 }, dq: { nsg: 4, b: 64 }, dkdv: { nsg: 4, b: 64 }, dqds: { nsg: 4, b: 64 } });
     const d128 = tcAttnPathFor(fakeInfo({ configs: NVIDIA }), 128);
     if (!('plan' in d128)) throw new Error(d128.reason);
     for (const k of KINDS) {
@@ -70,6 +70,7 @@ describe('tensor-core attention path selection (runs everywhere)', () => {
       fwd: { nsg: 2, b: 64 },
       dq: { nsg: 2, b: 64 },
       dkdv: { nsg: 2, b: 64 },
+      dqds: { nsg: 4, b: 32 },
     });
   });
 
@@ -86,6 +87,17 @@ describe('tensor-core attention path selection (runs everywhere)', () => {
     expect(() => flashAttention(ctx, f16, f16, f16, { tensorCores: 'yes' as unknown as boolean })).toThrow(ConfigError);
     if (!has) expect(() => flashAttention(ctx, f16, f16, f16, { tensorCores: true })).toThrow(ShapeError);
     release(ctx, f16, f32, bf);
+  });
+
+  it('the backward stores dS (f16, T rounded up to 8) only within dsBudget; a bad budget is a ConfigError', () => {
+    expect(tcAttnDsBytes({ B: 8, T: 1024, S: 1024, Hq: 12 })).toBe(192 * 2 ** 20);
+    expect(tcAttnDsBytes({ B: 1, T: 13, S: 5, Hq: 2 })).toBe(2 * 5 * 16 * 2);
+    expect(ATTENTION_DS_BUDGET).toBe(256 * 2 ** 20);
+    const x = upload(ctx, randn(2 * 4 * 16, 1), [1, 2, 4, 16], 'f16');
+    const f = flashAttention(ctx, x, x, x);
+    for (const dsBudget of [-1, NaN, '1' as unknown as number])
+      expect(() => flashAttentionBackward(ctx, x, x, x, x, f.out, f.lse, { dsBudget })).toThrow(ConfigError);
+    release(ctx, x, f.out, f.lse);
   });
 });
 
@@ -120,9 +132,10 @@ describe.runIf(emulatable)('tensor-core attention kernels, subgroup matrices emu
         const tiles = chooseTcAttnTiles(plan, H200_LIMITS, D);
         if ('reason' in tiles) throw new Error(tiles.reason);
         for (const kind of KINDS)
-          for (const dout of kind === 'fwd' ? (['f16'] as const) : (['f16', 'f32'] as const))
+          for (const dout of kind === 'fwd' || kind === 'dqds' ? (['f16'] as const) : (['f16', 'f32'] as const))
             for (const out of kind === 'dq' ? (['f32', 'f16'] as const) : (['f32'] as const))
-              found.push(...(await errors(tcAttnDef(kind, plan, D, tiles[kind], 'i32', dout, true, out))));
+              for (const wds of kind === 'dkdv' ? [false, true] : [false])
+                found.push(...(await errors(tcAttnDef(kind, plan, D, tiles[kind], 'i32', dout, true, out, wds))));
       }
     expect(found).toEqual([]);
     const plan = { frag: EMU_FRAGS[0]!, subgroupSize: SG };

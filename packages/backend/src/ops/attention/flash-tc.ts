@@ -14,6 +14,7 @@
 import fwdWgsl from '../../../../../shaders/attention-tc-fwd.wgsl';
 import dqWgsl from '../../../../../shaders/attention-tc-bwd-dq.wgsl';
 import dkdvWgsl from '../../../../../shaders/attention-tc-bwd-dkdv.wgsl';
+import dqdsWgsl from '../../../../../shaders/attention-tc-bwd-dq-ds.wgsl';
 import type { BufferBinding, Context, ContextInfo, Kernel } from '../../context';
 import type { DType } from '../../dtype';
 import type { KernelDef, ParamSpec } from '../../kernel';
@@ -29,11 +30,13 @@ export interface TcAttnTile {
   b: number;
 }
 
-/** The tiles of the three tensor-core attention kernels. */
+/** The tiles of the tensor-core attention kernels: the forward, the two backward passes, and the dQ pass that
+ *  reads the dS the dK/dV pass stored (`dqds`: SM query rows per subgroup, `b` keys per step). */
 export interface TcAttnTiles {
   fwd: TcAttnTile;
   dq: TcAttnTile;
   dkdv: TcAttnTile;
+  dqds: TcAttnTile;
 }
 
 /** Which kernel a tile belongs to. */
@@ -44,6 +47,7 @@ const CANDIDATES: Record<TcAttnKind, TcAttnTile[]> = {
   fwd: [{ nsg: 4, b: 64 }, { nsg: 4, b: 32 }, { nsg: 2, b: 64 }, { nsg: 2, b: 32 }, { nsg: 1, b: 32 }, { nsg: 1, b: 16 }, { nsg: 1, b: 8 }],
   dq: [{ nsg: 4, b: 64 }, { nsg: 4, b: 32 }, { nsg: 2, b: 64 }, { nsg: 2, b: 32 }, { nsg: 1, b: 32 }, { nsg: 1, b: 16 }, { nsg: 1, b: 8 }],
   dkdv: [{ nsg: 4, b: 64 }, { nsg: 4, b: 32 }, { nsg: 2, b: 64 }, { nsg: 2, b: 32 }, { nsg: 2, b: 16 }, { nsg: 1, b: 32 }, { nsg: 1, b: 16 }, { nsg: 1, b: 8 }],
+  dqds: [{ nsg: 4, b: 64 }, { nsg: 4, b: 32 }, { nsg: 2, b: 64 }, { nsg: 2, b: 32 }, { nsg: 1, b: 32 }, { nsg: 1, b: 16 }, { nsg: 1, b: 8 }],
 };
 
 const gcd = (a: number, b: number): number => (b ? gcd(b, a % b) : a);
@@ -70,26 +74,34 @@ export function paddedHeadDim(plan: TensorCorePlan, D: number): number {
 }
 
 /** The constants of one kernel (the `const` lines of its template) for a fragment, head dim and tile. */
-export function tcAttnConsts(kind: TcAttnKind, plan: TensorCorePlan, D: number, t: TcAttnTile): Record<string, number> {
+export function tcAttnConsts(kind: TcAttnKind, plan: TensorCorePlan, D: number, t: TcAttnTile, wds = false): Record<string, number> {
   const { M: SM, N: SN, K: SK } = plan.frag;
   const SG = plan.subgroupSize;
   const TPR = SG / SM;
   const DP = paddedHeadDim(plan, D);
   const rows = t.nsg * SM;
   const NT = t.nsg * SG;
-  const frag = { NSG: t.nsg, SG, SM, SN, SK, TPR, D, DP, NDK: DP / SK, NDN: DP / SN, OPT: DP / TPR };
+  const frag = { NSG: t.nsg, SG, SM, SN, SK, TPR, D, DP, NDN: DP / SN, OPT: DP / TPR };
+  if (kind === 'dqds') {
+    const BR = rows;
+    const BC = t.b;
+    return {
+      ...frag, BR, BC, KSTR: DP + 8, PSTR: BR + 8, SSTR: DP + 4, NBK: BC / SK,
+      NKU: Math.ceil((BC * DP) / 8 / NT), NSU: Math.ceil((BC * BR) / 8 / NT),
+    };
+  }
   if (kind === 'dkdv') {
     const BC = rows;
     const BR = t.b;
     return {
-      ...frag, BC, BR, QROWS: Math.max(BR, BC), QSTR: DP + 8, PSTR: BR + 8, SSTR: Math.max(BR, DP) + 4,
+      ...frag, NDK: DP / SK, WDS: +wds, BC, BR, QROWS: Math.max(BR, BC), QSTR: DP + 8, PSTR: BR + 8, SSTR: Math.max(BR, DP) + 4,
       NBN: BR / SN, NBK: BR / SK, CPT: BR / TPR, NQU: Math.ceil((BR * DP) / 8 / NT), NQM: Math.ceil(BR / NT),
     };
   }
   const BR = rows;
   const BC = t.b;
   return {
-    ...frag, BR, BC, KROWS: Math.max(BR, BC), KSTR: DP + 8, PSTR: BC + 8, SSTR: Math.max(BC, DP) + 4,
+    ...frag, NDK: DP / SK, BR, BC, KROWS: Math.max(BR, BC), KSTR: DP + 8, PSTR: BC + 8, SSTR: Math.max(BC, DP) + 4,
     NBN: BC / SN, NBK: BC / SK, CPT: BC / TPR, NKU: Math.ceil((BC * DP) / 8 / NT), NKM: Math.ceil(BC / NT),
     LTPR: Math.log2(TPR),
   };
@@ -99,6 +111,7 @@ export function tcAttnConsts(kind: TcAttnKind, plan: TensorCorePlan, D: number, 
 export function tcAttnBytes(kind: TcAttnKind, plan: TensorCorePlan, D: number, t: TcAttnTile): number {
   const c = tcAttnConsts(kind, plan, D, t);
   if (kind === 'dkdv') return 2 * ((c.QROWS! + c.BR!) * c.QSTR! + c.BC! * c.PSTR!) + 4 * (c.BC! * c.SSTR! + 2 * c.BR!);
+  if (kind === 'dqds') return 2 * c.BC! * (c.KSTR! + c.PSTR!) + 4 * c.BR! * c.SSTR!;
   const kv = kind === 'fwd' ? (c.KROWS! + c.BC!) * c.KSTR! : 2 * c.KROWS! * c.KSTR!;
   return 2 * (kv + c.BR! * c.PSTR!) + 4 * (c.BR! * c.SSTR! + c.BC!);
 }
@@ -110,6 +123,7 @@ export function tcAttnTileProblem(kind: TcAttnKind, plan: TensorCorePlan, limits
   if (!Number.isInteger(t.nsg) || t.nsg < 1) return `nsg ${t.nsg} is not a positive integer`;
   const need = lcm(lcm(SN, SK), lcm(tpr, 8));
   if (!Number.isInteger(t.b) || t.b < 1 || t.b % need) return `b ${t.b} is not a multiple of ${need} (fragment N, K, threads per row, 8)`;
+  if (kind === 'dqds' && (t.nsg * SM) % 8) return `${t.nsg * SM} query rows are not a multiple of 8 (dS is read 8 queries at a time)`;
   const threads = t.nsg * plan.subgroupSize;
   if (threads > (limits.maxComputeInvocationsPerWorkgroup ?? 256)) return `${threads} threads exceed the device limit`;
   const bytes = tcAttnBytes(kind, plan, D, t);
@@ -120,7 +134,7 @@ export function tcAttnTileProblem(kind: TcAttnKind, plan: TensorCorePlan, limits
 /** The tiles for head dim D: per kernel the first candidate that fits, or the reason none does. */
 export function chooseTcAttnTiles(plan: TensorCorePlan, limits: Record<string, number>, D: number): TcAttnTiles | { reason: string } {
   const out: Partial<TcAttnTiles> = {};
-  for (const kind of ['fwd', 'dq', 'dkdv'] as const) {
+  for (const kind of ['fwd', 'dq', 'dkdv', 'dqds'] as const) {
     const t = CANDIDATES[kind].find((c) => !tcAttnTileProblem(kind, plan, limits, D, c));
     if (!t) return { reason: `no tensor-core ${kind} tile fits the device's workgroup memory at head dim ${D}` };
     out[kind] = t;
@@ -183,6 +197,10 @@ const LOADS: Record<TcAttnKind, MatLoad[]> = {
     { fn: 'ld_pds', side: 'l', layout: 'row_major', arr: 'PdS', stride: 'PSTR' },
     { fn: 'ld_do', side: 'r', layout: 'row_major', arr: 'dOs', stride: 'QSTR' },
     { fn: 'ld_q', side: 'r', layout: 'row_major', arr: 'Qs', stride: 'QSTR' },
+  ],
+  dqds: [
+    { fn: 'ld_dst', side: 'l', layout: 'col_major', arr: 'Ps', stride: 'PSTR' },
+    { fn: 'ld_k', side: 'r', layout: 'row_major', arr: 'Ks', stride: 'KSTR' },
   ],
 };
 
@@ -265,24 +283,30 @@ fn at_${fn}(i: u32) -> f32 { return unpack2x16float(${name}4[i >> 3u][(i >> 1u) 
 fn at_${fn}(i: u32) -> f32 { return f32(read_${name}(i)); }\n`;
 }
 
-const TEMPLATES: Record<TcAttnKind, string> = { fwd: fwdWgsl, dq: dqWgsl, dkdv: dkdvWgsl };
+const TEMPLATES: Record<TcAttnKind, string> = { fwd: fwdWgsl, dq: dqWgsl, dkdv: dkdvWgsl, dqds: dqdsWgsl };
+
+/** The vec4u view `ds4` of the stored dS (binding `ds` of the dK/dV pass with `wds`, or of the dQ-from-dS pass). */
+const dsView = (binding: number, access: 'read' | 'read_write') => `@group(0) @binding(${binding}) var<storage, ${access}> ds4: array<vec4u>;\n`;
 
 /**
  * The whole kernel code (before the generated bindings prelude) of a tensor-core attention kernel: matrix aliases
  * and loads, unit loaders, and the specialised template with the shared mask rule. `emulate` swaps the
  * subgroup-matrix builtins for plain-array stand-ins (tests on adapters without subgroup matrices).
  */
-export function tcAttnCode(kind: TcAttnKind, plan: TensorCorePlan, D: number, t: TcAttnTile, doutDtype: DType = 'f16', emulate = false): string {
+export function tcAttnCode(kind: TcAttnKind, plan: TensorCorePlan, D: number, t: TcAttnTile, doutDtype: DType = 'f16', emulate = false, wds = false): string {
   const vec = D % 8 === 0;
-  const consts = { ...tcAttnConsts(kind, plan, D, t), VEC: +vec, ...(kind === 'fwd' ? {} : { VECD: +(vec && doutDtype === 'f16') }) };
+  const consts = { ...tcAttnConsts(kind, plan, D, t, wds), VEC: +vec, ...(kind === 'fwd' || kind === 'dqds' ? {} : { VECD: +(vec && doutDtype === 'f16') }) };
   let body = specialize(withMaskRule(TEMPLATES[kind]), consts);
   if (emulate)
     body = body.replace(/subgroupMatrixMultiplyAccumulate\(/g, 'em_mma(').replace(/subgroupMatrixStore<row_major>\(&(\w+), /g, 'em_store_$1(');
   const units =
-    unitLoader('q', 1, vec) +
-    unitLoader('k', 2, vec) +
-    unitLoader('v', 3, vec) +
-    (kind === 'fwd' ? '' : unitLoader('dout', 4, vec && doutDtype === 'f16', 'do'));
+    kind === 'dqds'
+      ? unitLoader('k', 1, vec) + dsView(2, 'read')
+      : unitLoader('q', 1, vec) +
+        unitLoader('k', 2, vec) +
+        unitLoader('v', 3, vec) +
+        (kind === 'fwd' ? '' : unitLoader('dout', 4, vec && doutDtype === 'f16', 'do')) +
+        (kind === 'dkdv' && wds ? dsView(10, 'read_write') : '');
   return (emulate ? emulatedOps(plan, LOADS[kind]) : matrixOps(plan, LOADS[kind])) + units + body;
 }
 
@@ -295,7 +319,10 @@ export const BWD_PARAMS: ParamSpec[] = [
   'f32:scale', 'f32:scale2', 'f32:capin', 'f32:capmul',
 ];
 
-/** The kernel definition of a tensor-core attention kernel (bindings as the portable kernels'). */
+/**
+ * The kernel definition of a tensor-core attention kernel (bindings as the portable kernels'; `dqds`: k, ds,
+ * dq_out). `wds`: the dK/dV pass also writes dS (binding `ds`, last) for the `dqds` pass.
+ */
 export function tcAttnDef(
   kind: TcAttnKind,
   plan: TensorCorePlan,
@@ -305,13 +332,16 @@ export function tcAttnDef(
   doutDtype: DType = 'f16',
   emulate = false,
   outDtype: DType = 'f32',
+  wds = false,
 ): KernelDef {
   const f16 = (name: string) => ({ name, access: 'read' as const, dtype: 'f16' as DType });
   const common = [f16('q'), f16('k'), f16('v')];
   const { M, N, K } = plan.frag;
-  const name = `attention-tc-${kind}-d${D}-${t.nsg}x${t.b}-f${M}x${N}x${K}${emulate ? '-emulated' : ''}`;
-  const code = tcAttnCode(kind, plan, D, t, doutDtype, emulate);
+  const name = `attention-tc-${kind}${wds ? '-ds' : ''}-d${D}-${t.nsg}x${t.b}-f${M}x${N}x${K}${emulate ? '-emulated' : ''}`;
+  const code = tcAttnCode(kind, plan, D, t, doutDtype, emulate, wds);
   const enables = emulate ? ['f16', 'subgroups'] : TC_ATTN_ENABLES;
+  if (kind === 'dqds')
+    return { name, code, enables, params: BWD_PARAMS, bindings: [f16('k'), f16('ds'), { name: 'dq_out', access: 'rw', dtype: 'f32' }] };
   if (kind === 'fwd')
     return {
       name,
@@ -328,7 +358,10 @@ export function tcAttnDef(
   const bindings =
     kind === 'dq'
       ? [...common, dout, lse, mask, { name: 'out', access: 'read' as const, dtype: outDtype }, rw('delta'), rw('dq_out')]
-      : [...common, dout, lse, { name: 'delta', access: 'read' as const, dtype: 'f32' as DType }, mask, rw('dk_out'), rw('dv_out')];
+      : [
+          ...common, dout, lse, { name: 'delta', access: 'read' as const, dtype: 'f32' as DType }, mask, rw('dk_out'), rw('dv_out'),
+          ...(wds ? [{ name: 'ds', access: 'rw' as const, dtype: 'f16' as DType }] : []),
+        ];
   return { name, code, enables, params: BWD_PARAMS, bindings };
 }
 
@@ -336,6 +369,11 @@ export function tcAttnDef(
 export function tcAttnGrid(kind: TcAttnKind, plan: TensorCorePlan, t: TcAttnTile, dims: { B: number; T: number; S: number; Hq: number; Hkv: number }): [number, number, number] {
   const rows = t.nsg * plan.frag.M;
   return kind === 'dkdv' ? [Math.ceil(dims.S / rows), dims.Hkv, dims.B] : [Math.ceil(dims.T / rows), dims.Hq, dims.B];
+}
+
+/** Bytes of the dS the dK/dV pass stores for the `dqds` pass: f16 [B, Hq, S, T rounded up to 8]. */
+export function tcAttnDsBytes(dims: { B: number; T: number; S: number; Hq: number }): number {
+  return dims.B * dims.Hq * dims.S * roundUp(dims.T, 8) * 2;
 }
 
 /**
@@ -351,10 +389,11 @@ export function tcAttnKernel(
   maskDtype: DType,
   doutDtype: DType = 'f16',
   outDtype: DType = 'f32',
+  wds = false,
 ): Kernel | null {
   const { M, N, K } = plan.frag;
-  const key = `attn-tc:${kind}:${D}:${t.nsg}x${t.b}:${M}x${N}x${K}:${plan.subgroupSize}:${maskDtype}:${kind === 'fwd' ? '' : doutDtype}:${kind === 'dq' ? outDtype : ''}`;
-  return checkedKernel(ctx, key, () => tcAttnDef(kind, plan, D, t, maskDtype, doutDtype, false, outDtype));
+  const key = `attn-tc:${kind}${wds ? '-ds' : ''}:${D}:${t.nsg}x${t.b}:${M}x${N}x${K}:${plan.subgroupSize}:${maskDtype}:${kind === 'fwd' ? '' : doutDtype}:${kind === 'dq' ? outDtype : ''}`;
+  return checkedKernel(ctx, key, () => tcAttnDef(kind, plan, D, t, maskDtype, doutDtype, false, outDtype, wds));
 }
 
 /** Encode one tensor-core attention kernel (bindings in {@link tcAttnDef}'s order); false (nothing encoded) while
@@ -369,9 +408,10 @@ export function encodeTcAttn(
   bufs: BufferBinding[],
   params: number[],
   outDtype: DType = 'f32',
+  wds = false,
 ): boolean {
   const t = path.tiles[kind];
-  const k = tcAttnKernel(ctx, kind, path.plan, dims.D, t, maskDtype, doutDtype, outDtype);
+  const k = tcAttnKernel(ctx, kind, path.plan, dims.D, t, maskDtype, doutDtype, outDtype, wds);
   if (!k) return false;
   ctx.dispatch(k, bufs, tcAttnGrid(kind, path.plan, t, dims), params);
   return true;

@@ -39,7 +39,7 @@ import {
   type AttnDims,
 } from './common';
 import { attentionTiles, checkTiles, tileShape, type AttentionTile, type AttentionTiles } from './tiles';
-import { attentionTcPath, encodeTcAttn, tcAttnTileProblem, type TcAttnKind, type TcAttnPath, type TcAttnTiles } from './flash-tc';
+import { attentionTcPath, encodeTcAttn, tcAttnDsBytes, tcAttnKernel, tcAttnTileProblem, type TcAttnKind, type TcAttnPath, type TcAttnTiles } from './flash-tc';
 
 const LOG2E = Math.LOG2E;
 
@@ -54,8 +54,8 @@ export interface FlashAttentionOptions extends AttentionOptions {
   /** Tensor cores (see ops/attention/flash-tc.ts): undefined = use them for f16 q, k, v where the adapter has
    *  subgroup matrices; false = never; true = require them (a ShapeError says why they cannot run). */
   tensorCores?: boolean;
-  /** Override the tensor-core tiles (tuning and tests; default: chosen per device). */
-  tcTiles?: TcAttnTiles;
+  /** Override tensor-core tiles (tuning and tests; the kernels not named keep the tiles chosen per device). */
+  tcTiles?: Partial<TcAttnTiles>;
 }
 
 /** Options of {@link flashAttentionBackward}. */
@@ -69,8 +69,17 @@ export interface FlashAttentionBackwardOptions extends AttentionOptions {
   /** As {@link FlashAttentionOptions.tensorCores} (the path needs f16 q, k, v; dOut may be any float dtype). */
   tensorCores?: boolean;
   /** As {@link FlashAttentionOptions.tcTiles}. */
-  tcTiles?: TcAttnTiles;
+  tcTiles?: Partial<TcAttnTiles>;
+  /**
+   * On tensor cores, the most bytes the dK/dV pass may store dS in (f16 `[B, Hq, S, T]`, T rounded up to 8) so
+   * that the dQ pass reads it instead of recomputing S and dP: two products fewer, same f16 dS. Above it (or with
+   * 0) the dQ pass recomputes. Default {@link ATTENTION_DS_BUDGET}; capped by the device's storage-binding size.
+   */
+  dsBudget?: number;
 }
+
+/** Default {@link FlashAttentionBackwardOptions.dsBudget}: 256 MiB (B 8, Hq 12, T = S = 1024 takes 192 MiB). */
+export const ATTENTION_DS_BUDGET = 256 * 2 ** 20;
 
 /** Result of {@link flashAttention}. */
 export interface FlashAttentionResult {
@@ -134,7 +143,7 @@ export function flashAttentionTcPath(
   q: DeviceTensor,
   k: DeviceTensor,
   v: DeviceTensor,
-  opts: { tensorCores?: boolean; tcTiles?: TcAttnTiles } = {},
+  opts: { tensorCores?: boolean; tcTiles?: Partial<TcAttnTiles> } = {},
 ): Exclude<TcAttnPath, { reason: string }> | null {
   if (opts.tensorCores !== undefined && typeof opts.tensorCores !== 'boolean')
     throw new ConfigError(`attention: tensorCores must be true, false or undefined, got ${String(opts.tensorCores)}`);
@@ -152,11 +161,16 @@ export function flashAttentionTcPath(
     return null;
   }
   if (!opts.tcTiles) return path;
-  for (const kind of ['fwd', 'dq', 'dkdv'] as TcAttnKind[]) {
-    const p = tcAttnTileProblem(kind, path.plan, ctx.info.limits, D, opts.tcTiles[kind]);
-    if (p) throw new ConfigError(`attention tcTiles.${kind} ${JSON.stringify(opts.tcTiles[kind])}: ${p}`);
+  const tiles = { ...path.tiles };
+  for (const kind of Object.keys(opts.tcTiles) as TcAttnKind[]) {
+    const t = opts.tcTiles[kind];
+    if (!(kind in tiles)) throw new ConfigError(`attention tcTiles: unknown kernel '${kind}' (fwd, dq, dkdv, dqds)`);
+    if (t === undefined) continue;
+    const p = tcAttnTileProblem(kind, path.plan, ctx.info.limits, D, t);
+    if (p) throw new ConfigError(`attention tcTiles.${kind} ${JSON.stringify(t)}: ${p}`);
+    tiles[kind] = t;
   }
-  return { plan: path.plan, tiles: opts.tcTiles };
+  return { plan: path.plan, tiles };
 }
 
 const notReady = (kind: string) =>
@@ -271,8 +285,9 @@ export function flashAttention(
  * Backward of {@link flashAttention} (FlashAttention-2): given `dOut` (`[B, T, Hq, D]`, any float dtype), the
  * forward's inputs, its output `out` and logsumexp `lse`, returns f32 `dq`, `dk`, `dv`. Three dispatches:
  * `delta = rowsum(dOut * out)`, one pass over K/V blocks (dK, dV; with grouped-query attention each kv head
- * sums over its q heads inside the loop) and one over Q blocks (dQ); on tensor cores two: the dQ pass computes
- * delta and runs first. Deterministic: no atomics, each output
+ * sums over its q heads inside the loop) and one over Q blocks (dQ). On tensor cores, where dS fits
+ * `dsBudget`: delta, dK/dV storing dS (f16), and dQ = dS K reading it (no second S and dP); else two: the dQ pass
+ * computes delta and runs first. Deterministic: no atomics, each output
  * element written once by one thread with a fixed summation order, so repeated runs are bit-identical.
  * Pass the same options (causal, scale, qOffset, keyMask, slidingWindow, softcap) as to the forward.
  * @throws ShapeError when shapes or dtypes do not fit.
@@ -313,10 +328,22 @@ export function flashAttentionBackward(
   const delta = empty(ctx, [B, Hq, T]);
   const rows = B * T * Hq;
   const tc = flashAttentionTcPath(ctx, q, k, v, opts);
-  // the tensor-core dQ pass computes delta itself (and writes it for dK/dV): it runs first; else the delta pass,
-  // dK/dV, then the portable dQ
+  // On tensor cores with dS within the budget: the delta pass, dK/dV storing dS, dQ = dS K. Else the tensor-core dQ
+  // pass computes delta itself (and writes it for dK/dV): it runs first; else the delta pass, dK/dV, then the
+  // portable dQ.
+  const budget = opts.dsBudget ?? ATTENTION_DS_BUDGET;
+  if (typeof budget !== 'number' || !(budget >= 0)) throw new ConfigError(`attention backward: dsBudget must be a number of bytes >= 0, got ${String(opts.dsBudget)}`);
+  const dsBytes = tc && rows > 0 && B * S * Hkv > 0 ? tcAttnDsBytes(r.dims) : Infinity;
+  let ds: DeviceTensor | null = null;
+  if (tc && dsBytes <= Math.min(budget, ctx.maxBinding)) {
+    // both kernels requested (their checks start) before either is used: dS is only written if dQ can read it
+    const kd = tcAttnKernel(ctx, 'dkdv', tc.plan, D, tc.tiles.dkdv, maskDt, dOut.dtype, 'f32', true);
+    const kq = tcAttnKernel(ctx, 'dqds', tc.plan, D, tc.tiles.dqds, maskDt, 'f16');
+    if (kd && kq) ds = empty(ctx, [dsBytes / 2], 'f16');
+    else if (opts.tensorCores) throw notReady('dK/dV (dS stored) and dQ-from-dS');
+  }
   let dqDone = false;
-  if (rows > 0 && tc) {
+  if (rows > 0 && tc && !ds) {
     dqDone = encodeTcAttn(ctx, 'dq', tc, r.dims, maskDt, dOut.dtype,
       [q.buffer, k.buffer, v.buffer, dOut.buffer, lse.buffer, maskBuf, out.buffer, delta.buffer, dq.buffer], params, out.dtype);
     if (!dqDone && opts.tensorCores) throw notReady('dq');
@@ -349,6 +376,12 @@ export function flashAttentionBackward(
   const inKey = `${q.dtype}:${k.dtype}:${v.dtype}:${dOut.dtype}:${maskDt}`;
   const tcDkdv = (): boolean => {
     if (!tc) return false;
+    if (ds) {
+      encodeTcAttn(ctx, 'dkdv', tc, r.dims, maskDt, dOut.dtype, [...inBufs, dk.buffer, dv.buffer, ds.buffer], params, 'f32', true);
+      encodeTcAttn(ctx, 'dqds', tc, r.dims, maskDt, 'f16', [k.buffer, ds.buffer, dq.buffer], params);
+      dqDone = true;
+      return true;
+    }
     if (encodeTcAttn(ctx, 'dkdv', tc, r.dims, maskDt, dOut.dtype, [...inBufs, dk.buffer, dv.buffer], params)) return true;
     if (opts.tensorCores) throw notReady('dK/dV');
     return false;
@@ -377,5 +410,6 @@ export function flashAttentionBackward(
     ctx.dispatch(kdq, [...inBufs, dq.buffer], [Math.ceil(T / br), Hq, B], params);
   }
   ctx.release(delta.buffer);
+  if (ds) ctx.release(ds.buffer);
   return { dq, dk, dv };
 }
