@@ -1,4 +1,4 @@
-import { accumulate, numel, ShapeError, upload, type Context, type DeviceTensor } from '@rusty/backend';
+import { accumulate, cast, numel, ShapeError, upload, type Context, type DeviceTensor } from '@rusty/backend';
 import type { Node } from './node';
 import { releaseRef } from './storage';
 import { AutogradError, setBackwardRunner, Tensor } from './tensor';
@@ -37,12 +37,14 @@ function accumulateLeaf(ctx: Context, leaf: Tensor, g: DeviceTensor): void {
     throw new ShapeError(`gradient [${g.shape.join(', ')}] does not match leaf [${leaf.shape.join(', ')}]`);
   const { grad, fresh } = leaf.gradSlot();
   if (!grad) {
+    g = asF32(ctx, g);
     const data = sameShape(g.shape, leaf.shape) ? g : { ...g, shape: [...leaf.shape] };
     leaf.grad = new Tensor(ctx, data, false, null, 0, false);
     return;
   }
-  // overwrite a stale gradient (after zeroGrad) or add to a live one: the gradient keeps one buffer across
-  // steps, so with the pool handing buffers out by id every step reuses the same buffers and bind groups
+  // overwrite a stale gradient (after zeroGrad) or add to a live one (accumulate reads a 16-bit g exactly): the
+  // gradient keeps one buffer across steps, so with the pool handing buffers out by id every step reuses the same
+  // buffers and bind groups
   accumulate(ctx, grad.data, g, 1, fresh ? 0 : 1);
   leaf.markGradWritten();
   releaseRef(ctx, g.buffer);
@@ -105,12 +107,24 @@ export function backwardFrom(ctx: Context, rootNode: Node, outputIndex: number, 
         if (!slot) grads.set(input.node, (slot = Array(input.node.nOutputs).fill(null)));
         const prev = slot[input.outputIndex];
         if (prev) {
-          accumulate(ctx, prev, g);
+          // two gradients meet: their sum in f32 (a 16-bit one was written for a single reader that rounds it)
+          const sum = (slot[input.outputIndex] = asF32(ctx, prev));
+          accumulate(ctx, sum, g);
           releaseRef(ctx, g.buffer);
         } else slot[input.outputIndex] = g;
       } else accumulateLeaf(ctx, input, g);
     });
   }
+}
+
+/** An owned gradient in f32: `g` (f32), or an exact f32 copy of a 16-bit one (an op may write the gradient of an
+ *  input in 16 bits where that input's one reader rounds it so anyway: the gated activations for an f16
+ *  projection), which takes over g's reference. Sums and leaves' `.grad` stay f32. */
+function asF32(ctx: Context, g: DeviceTensor): DeviceTensor {
+  if (g.dtype === 'f32') return g;
+  const out = cast(ctx, g, 'f32');
+  releaseRef(ctx, g.buffer);
+  return out;
 }
 
 /** An owned f32 copy of a gradient tensor's storage. */

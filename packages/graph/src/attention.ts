@@ -8,6 +8,8 @@ import { Module } from './module';
 /** Anything with `forward(x)`: a Linear, or a LoRA-wrapped Linear. */
 export interface Projection extends Module {
   forward(x: Tensor): Tensor;
+  /** Whether backward reads the output's gradient only rounded to f16 (`Linear.gradInF16`); absent: no. */
+  gradInF16?(): boolean;
 }
 
 /** Settings of one layer's attention that the kernels and the KV cache need. */

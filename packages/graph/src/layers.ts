@@ -1,5 +1,5 @@
 import { empty, type Context, type DType } from '@rusty/backend';
-import { addRmsNorm, embedding, linear, rmsNorm, Tensor } from '@rusty/autograd';
+import { addRmsNorm, computeDtype, embedding, linear, rmsNorm, Tensor } from '@rusty/autograd';
 import { Module } from './module';
 
 export interface InitOptions {
@@ -41,6 +41,13 @@ export class Linear extends Module {
 
   forward(x: Tensor): Tensor {
     return linear(x, this.weight, this.bias);
+  }
+
+  /** Whether this layer's backward, for a forward run now, reads the gradient of its output only rounded to f16
+   *  (then its producer may write it in f16, the same values bit for bit): under f16 compute, unless a trainable
+   *  bias sums it in f32. */
+  gradInF16(): boolean {
+    return computeDtype() === 'f16' && !this.bias?.requiresGrad;
   }
 }
 

@@ -73,6 +73,14 @@ export class LoraLinear extends Module {
     });
   }
 
+  /** As `Linear.gradInF16`: true where {@link forward} runs the fused op (f16 compute), which rounds the output's
+   *  gradient to f16 for every product (the base's bias is frozen); not for the f32 composition. */
+  gradInF16(): boolean {
+    if (this.merged) return this.base.gradInF16();
+    const b = this.base;
+    return computeDtype() === 'f16' && (b instanceof Linear || b.compute !== 'f32') && !b.bias?.requiresGrad;
+  }
+
   /** The wrapped layer is no child module: its state (a quantized base's scales) goes with this one. */
   override releaseState(): void {
     this.base.releaseState();

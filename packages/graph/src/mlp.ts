@@ -28,14 +28,18 @@ export class GatedMLP extends Module {
     const gate = this.config.hiddenAct === 'gelu_tanh' ? geluTanhGate : swiglu;
     return tidy(() => {
       const xc = toCompute(x); // one f16 copy for gate and up under f16 autocast
-      const g = proj(this, 'gate_proj').forward(xc);
-      const u = proj(this, 'up_proj').forward(xc);
-      const a = gate(g, u);
-      // the gate keeps what its backward needs (f16 copies under autocast): the f32 projections and the f32
-      // activation (once its compute-dtype copy exists) go now, not after down_proj (3 x [tokens, intermediate] f32)
+      const [gp, up, down] = (['gate_proj', 'up_proj', 'down_proj'] as const).map((n) => proj(this, n));
+      const g = gp!.forward(xc);
+      const u = up!.forward(xc);
+      // under f16 autocast the activation is written in f16 (down_proj rounds its input to f16: no f32 copy and
+      // cast), and so are the gradients of gate and up where both projections round them so (saves
+      // 2 x [tokens, intermediate] f32 in backward); either way the projections read the same values, bit for bit
+      const a = gate(g, u, { outputInCompute: true, gradsInCompute: !!(gp!.gradInF16?.() && up!.gradInF16?.()) });
+      // the gate keeps what its backward needs (f16 copies under autocast): the f32 projections go now, not after
+      // down_proj (2 x [tokens, intermediate] f32; an f32 activation goes once its compute-dtype copy exists)
       g.dispose();
       u.dispose();
-      return proj(this, 'down_proj').forward(compute(a));
+      return down!.forward(compute(a));
     });
   }
 

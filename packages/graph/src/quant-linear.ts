@@ -13,7 +13,7 @@ import {
   type QuantSpec,
   type QuantTensor,
 } from '@rusty/backend';
-import { noGrad, quantLinear, releaseRef, Tensor } from '@rusty/autograd';
+import { computeDtype, noGrad, quantLinear, releaseRef, Tensor } from '@rusty/autograd';
 import { Linear } from './layers';
 import { Module } from './module';
 
@@ -78,6 +78,12 @@ export class QuantLinear extends Module {
 
   forward(x: Tensor): Tensor {
     return quantLinear(x, this.quant, this.bias, { compute: this.compute });
+  }
+
+  /** As `Linear.gradInF16`: the f16 op (this layer's `compute`, else the scope's) rounds the output's gradient to
+   *  f16 for its product; a trainable bias would sum it in f32. */
+  gradInF16(): boolean {
+    return (this.compute ?? computeDtype()) === 'f16' && !this.bias?.requiresGrad;
   }
 
   /** Quantize a float weight [out, in] on the GPU (the caller keeps, and releases, `w`). */

@@ -104,30 +104,55 @@ function gateSaved(ctx: Context, g: DeviceTensor, u: DeviceTensor, f16: boolean)
   return f16 ? [g, u].map((t) => (t.dtype === 'f16' ? t : castKernel(ctx, t, 'f16'))) : [g, u];
 }
 
-const swigluOp = defineOp<{ f16: boolean }>({
+/** Options of the gated activations ({@link swiglu}, {@link geluTanhGate}). Both take effect only under an f16
+ *  autocast scope and for an even last dim (16-bit words), and give their reader the values it read before, bit
+ *  for bit (rounded from the same f32 values as `cast` rounds them). */
+export interface GateOptions {
+  /** The output in f16: for a reader that rounds it to f16 anyway (a projection's input under f16 autocast). */
+  outputInCompute?: boolean;
+  /** The gradients of gate and up in f16: for inputs whose one reader in backward reads them only rounded to f16
+   *  (a projection's output under f16 autocast without a trainable bias: `Linear.gradInF16`). */
+  gradsInCompute?: boolean;
+}
+
+interface GateAttrs {
+  f16: boolean;
+  /** Storage dtype of the output and of the input gradients. */
+  out: 'f32' | 'f16';
+  grads: 'f32' | 'f16';
+}
+
+function gateAttrs(gate: Tensor, o: GateOptions): GateAttrs {
+  const f16 = computeDtype() === 'f16';
+  const words = gate.rank > 0 && gate.shape[gate.rank - 1]! % 2 === 0;
+  return { f16, out: f16 && words && o.outputInCompute ? 'f16' : 'f32', grads: f16 && words && o.gradsInCompute ? 'f16' : 'f32' };
+}
+
+const swigluOp = defineOp<GateAttrs>({
   name: 'swiglu',
-  forward: (ctx, [g, u], { f16 }) => ({ outputs: swigluKernel(ctx, g!, u!), saved: gateSaved(ctx, g!, u!, f16) }),
-  backward: (ctx, [d], [g, u], [mg, mu]) => {
-    const { dgate, dup } = swigluBackward(ctx, d!, g!, u!);
+  forward: (ctx, [g, u], { f16, out }) => ({ outputs: swigluKernel(ctx, g!, u!, { dtype: out }), saved: gateSaved(ctx, g!, u!, f16) }),
+  backward: (ctx, [d], [g, u], [mg, mu], { grads }) => {
+    const { dgate, dup } = swigluBackward(ctx, d!, g!, u!, { dtype: grads });
     return [keepIf(ctx, dgate, mg!.requiresGrad), keepIf(ctx, dup, mu!.requiresGrad)];
   },
 });
 
-/** Fused SwiGLU: silu(gate) * up (in f32; under an f16 autocast scope its inputs are kept in f16 for backward). */
-export const swiglu = (gate: Tensor, up: Tensor): Tensor => swigluOp([gate, up], { f16: computeDtype() === 'f16' });
+/** Fused SwiGLU: silu(gate) * up (in f32; under an f16 autocast scope its inputs are kept in f16 for backward,
+ *  and the output or the gradients may be stored in f16: {@link GateOptions}). */
+export const swiglu = (gate: Tensor, up: Tensor, opts: GateOptions = {}): Tensor => swigluOp([gate, up], gateAttrs(gate, opts));
 
-const geluTanhGateOp = defineOp<{ f16: boolean }>({
+const geluTanhGateOp = defineOp<GateAttrs>({
   name: 'gelu_tanh_gate',
-  forward: (ctx, [g, u], { f16 }) => ({ outputs: geluTanhGateKernel(ctx, g!, u!), saved: gateSaved(ctx, g!, u!, f16) }),
-  backward: (ctx, [d], [g, u], [mg, mu]) => {
-    const { dgate, dup } = geluTanhGateBackward(ctx, d!, g!, u!);
+  forward: (ctx, [g, u], { f16, out }) => ({ outputs: geluTanhGateKernel(ctx, g!, u!, { dtype: out }), saved: gateSaved(ctx, g!, u!, f16) }),
+  backward: (ctx, [d], [g, u], [mg, mu], { grads }) => {
+    const { dgate, dup } = geluTanhGateBackward(ctx, d!, g!, u!, { dtype: grads });
     return [keepIf(ctx, dgate, mg!.requiresGrad), keepIf(ctx, dup, mu!.requiresGrad)];
   },
 });
 
 /** Fused GELU-tanh gating (Gemma's MLP, HF `gelu_pytorch_tanh`): gelu_tanh(gate) * up with
- *  gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); saved like {@link swiglu}. */
-export const geluTanhGate = (gate: Tensor, up: Tensor): Tensor => geluTanhGateOp([gate, up], { f16: computeDtype() === 'f16' });
+ *  gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); saved and stored like {@link swiglu}. */
+export const geluTanhGate = (gate: Tensor, up: Tensor, opts: GateOptions = {}): Tensor => geluTanhGateOp([gate, up], gateAttrs(gate, opts));
 
 const embeddingOp = defineOp<{ paddingIdx: number | null }>({
   name: 'embedding',

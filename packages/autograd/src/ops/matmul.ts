@@ -75,7 +75,7 @@ const linearOp = defineOp<{ hasBias: boolean }>({
  * them, `matmul`'s f16 x f16 path), outputs and gradients are f32. Saved for backward: x in f16 (half the
  * activation memory of the f32 op) and W in f16: the f16 copy of a trainable weight (as autocast keeps it), a
  * frozen weight as stored (a 16-bit frozen weight is not duplicated; one that is not f16 is cast again in
- * backward). Backward rounds the incoming gradient to f16 for its two products.
+ * backward). Backward rounds the incoming gradient to f16 for its two products (an f16 gradient is read as it is).
  */
 const linearF16Op = defineOp<{ hasBias: boolean; keepCast: boolean }>({
   name: 'linear-f16',
@@ -91,7 +91,7 @@ const linearF16Op = defineOp<{ hasBias: boolean; keepCast: boolean }>({
   },
   backward: (ctx, [g], [xh, w], [mx, mw, mb]) => {
     const g2 = flat2(g!);
-    const gh = cast(ctx, g2, 'f16');
+    const gh = g2.dtype === 'f16' ? g2 : cast(ctx, g2, 'f16');
     let dx: DeviceTensor | null = null;
     if (mx!.requiresGrad) {
       const wh = w!.dtype === 'f16' ? w! : cast(ctx, w!, 'f16');
@@ -100,7 +100,7 @@ const linearF16Op = defineOp<{ hasBias: boolean; keepCast: boolean }>({
     }
     const dw = mw!.requiresGrad ? mm(ctx, gh, xh!, { transA: true }) : null;
     const db = mb?.requiresGrad ? reduce(ctx, 'sum', g2, 0) : null;
-    ctx.release(gh.buffer);
+    if (gh !== g2) ctx.release(gh.buffer);
     return [dx, dw, db];
   },
 });

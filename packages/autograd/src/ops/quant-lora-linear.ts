@@ -42,7 +42,7 @@ const quantLoraLinearOp = defineOp<QuantLoraAttrs>({
   backward: (ctx, [g], [xc, a, b, u], [mx, ma, mb, mbias], { w, scaling }) => {
     const r = a!.shape[0]!;
     const g2 = flat2(g!);
-    const gc = cast(ctx, g2, 'f16');
+    const gc = g2.dtype === 'f16' ? g2 : cast(ctx, g2, 'f16');
     const v = mx!.requiresGrad || ma!.requiresGrad ? project(ctx, gc, b!, 'kr', r) : null;
     let dx: DeviceTensor | null = null;
     if (mx!.requiresGrad) {
@@ -54,7 +54,7 @@ const quantLoraLinearOp = defineOp<QuantLoraAttrs>({
     const db = mb!.requiresGrad ? outer(ctx, gc, u!, 'qr', scaling, r) : null;
     const dbias = mbias?.requiresGrad ? reduce(ctx, 'sum', g2, 0) : null;
     if (v) ctx.release(v.buffer);
-    ctx.release(gc.buffer);
+    if (gc !== g2) ctx.release(gc.buffer);
     return [dx, da, db, dbias];
   },
 });
