@@ -4,6 +4,8 @@
 import { createContext, testing, type Context } from '@rusty/backend';
 import { tidy, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CausalLM } from './causal-lm';
+import { applyLora } from './lora';
 import { fixtureConfig, randomModel } from './test-models';
 
 let ctx: Context;
@@ -57,5 +59,25 @@ describe('CausalLM.loss({ logits: false })', () => {
     expect(b).toBe(a);
     input.dispose();
     m.dispose();
+  });
+});
+
+describe('CausalLM.f16OperandParameters', () => {
+  it('names the untied plain LM head under f16 compute only (not a tied embedding, a LoRA-wrapped head, f32 compute)', () => {
+    const m = new CausalLM(ctx, fixtureConfig('llama-tiny'), { empty: true });
+    expect(m.f16OperandParameters('f16').map(([n, p]) => [n, p === m.lmHead!.weight])).toEqual([['lm_head.weight', true]]);
+    expect(m.f16OperandParameters('f32')).toEqual([]);
+    expect(m.f16OperandParameters(null)).toEqual([]);
+    m.setComputeDtype('f32'); // the model's own setting wins over the scope's
+    expect(m.f16OperandParameters('f16')).toEqual([]);
+    m.setComputeDtype('f16');
+    expect(m.f16OperandParameters(null)).toHaveLength(1);
+    applyLora(m, { r: 2, alpha: 4, targetModules: ['lm_head'] });
+    expect(m.f16OperandParameters('f16')).toEqual([]);
+    m.dispose();
+    const tied = new CausalLM(ctx, fixtureConfig('gemma3-tiny'), { empty: true });
+    expect(tied.lmHead).toBeNull();
+    expect(tied.f16OperandParameters('f16')).toEqual([]);
+    tied.dispose();
   });
 });

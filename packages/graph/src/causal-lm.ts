@@ -186,6 +186,20 @@ export class CausalLM extends Module {
     }
   }
 
+  /**
+   * The parameters every reader rounds to f16 when the model computes in f16 (the model's {@link computeDtype},
+   * else `scope`, the compute dtype of the autocast scope it will run under): parameters read only as operands of
+   * f16 matrix products. That is the LM head's weight when the head is a plain Linear (not tied to the embedding,
+   * whose lookup reads it as stored; not wrapped by LoRA); none under f32 compute. Stored in f16 for an f16 run,
+   * such a parameter gives its readers the values they read before, bit for bit (the Trainer does this for the
+   * duration of a LoRA run: the fused loss then makes no f16 copy of a bf16 head per step).
+   */
+  f16OperandParameters(scope: ComputeDtype | null): [string, Tensor][] {
+    if ((this.computeDtype ?? scope) !== 'f16') return [];
+    const head = this.child('lm_head');
+    return head && head.constructor === Linear ? [['lm_head.weight', (head as Linear).weight]] : [];
+  }
+
   /** Generate ids after `prompt` with a KV cache (see `GenerateOptions`). */
   generate(prompt: readonly number[], opts: GenerateOptions = {}): Promise<number[]> {
     return generate(this, prompt, opts);

@@ -1,14 +1,16 @@
 // Mixed precision: the GPU-side GradScaler (unscale, skip, scale update) and the Trainer's f16/bf16 frozen weights
 // and dynamic loss scaling. (Moved out of trainer.test.ts, unchanged.)
 import { join } from 'node:path';
-import { ConfigError, createContext, upload, type Context } from '@rusty/backend';
+import { ConfigError, createContext, sizeClass, upload, type Context } from '@rusty/backend';
 import { AdamW, scale, sum, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findLatestCheckpoint, listCheckpoints, loadCheckpoint } from './checkpoint/checkpoint';
 import { GradScaler } from './grad-scaler';
 import { castFrozenParameters, checkF16Range } from './mixed-precision';
 import { Trainer, type StepMetrics } from './trainer';
-import { setup, snapshot, trainables } from './test/helpers';
+import { applyLora, LlamaForCausalLM, parseLlamaConfig } from '@rusty/graph';
+import { DataLoader } from './data/dataloader';
+import { setup, snapshot, syntheticDataset, TINY, trainables } from './test/helpers';
 import { tempDirs } from './test/temp-dirs';
 
 let ctx: Context;
@@ -170,6 +172,55 @@ describe('mixed precision', () => {
       if (mp === 'f16') expect(r.losses[0]).not.toBe(storageOnly.losses[0]);
     }
     expect(storageOnly).toMatchObject({ compute: 'f32', scaled: true, storage: 'f16' });
+  });
+
+  it("a LoRA run under f16 compute keeps a frozen bf16 LM head in f16: the same steps bit for bit, no per-step copy at the loss, the bf16 bytes back after fit", async () => {
+    // vocab 4096: the head [4096, 32] is 256 KiB in f16, the loss (one chunk of [32, 4096] f32 logits and their
+    // gradient) is each step's peak
+    const run = async (copyPerStep: boolean) => {
+      const model = new LlamaForCausalLM(ctx, parseLlamaConfig({ ...TINY, vocab_size: 4096 }), { seed: 1, dtype: 'bf16' });
+      applyLora(model, { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'], seed: 3 });
+      // the behaviour before: the model names no parameter for f16 storage, the loss casts the head every step
+      if (copyPerStep) model.f16OperandParameters = () => [];
+      const head = model.lmHead!.weight;
+      const bf16 = new Uint16Array(await ctx.read(head.data.buffer, head.size * 2));
+      const optimizer = new AdamW(ctx, trainables(model), { lr: 3e-3 });
+      const data = new DataLoader(syntheticDataset(), 2, { shuffle: false });
+      const losses: number[] = [];
+      const during: string[] = [];
+      let stepPeak = 0;
+      let live1 = 0;
+      const t = new Trainer({
+        model, optimizer, data, maxSteps: 2, mixedPrecision: 'bf16', signals: false, pipeline: false,
+        callbacks: {
+          onStep: (m) => {
+            losses.push(m.loss);
+            during.push(model.lmHead!.weight.dtype);
+            // the second step's peak above what is held between steps (not the load or the swap)
+            if (m.step === 1) {
+              ctx.resetPeak();
+              live1 = ctx.memory.live;
+            } else stepPeak = ctx.memory.peak - live1;
+          },
+        },
+      });
+      await t.fit();
+      const back = new Uint16Array(await ctx.read(head.data.buffer, head.size * 2));
+      const r = { losses, during, stepPeak, after: head.dtype, restored: back.every((v, i) => v === bf16[i]), lora: await snapshot(trainables(model)) };
+      t.dispose();
+      optimizer.dispose();
+      model.dispose();
+      return r;
+    };
+    const before = await run(true);
+    const now = await run(false);
+    expect(before.during).toEqual(['bf16', 'bf16']);
+    expect(now.during).toEqual(['f16', 'f16']);
+    expect(now.after).toBe('bf16');
+    expect(now.restored).toBe(true);
+    expect(now.losses).toEqual(before.losses);
+    expect(now.lora).toEqual(before.lora);
+    expect(before.stepPeak - now.stepPeak).toBe(sizeClass(4096 * 32 * 2));
   });
 
   it('f16 compute refuses weights beyond f16 range, naming them (a bf16 checkpoint value of 1e5)', async () => {

@@ -1,5 +1,5 @@
 import { abs, cast, ConfigError, empty, isFloat, isHalf, reduce, storageBytes, type DeviceTensor, type DType, type SubBuffer } from '@rusty/backend';
-import { noGrad, type Tensor } from '@rusty/autograd';
+import { noGrad, type ComputeDtype, type Tensor } from '@rusty/autograd';
 
 /** 16-bit storage formats for frozen weights. */
 export type HalfDType = 'f16' | 'bf16';
@@ -101,4 +101,44 @@ export async function checkF16Range(model: HasNamedParameters): Promise<void> {
     ctx.release(maxima.buffer);
     for (const [i, v] of pieces) if (v.buffer !== list[i]![1].data.buffer) ctx.release(v.buffer);
   }
+}
+
+/** A model that names the parameters its readers round to f16 under f16 compute (`CausalLM`). */
+export interface HasF16Operands {
+  f16OperandParameters(scope: ComputeDtype | null): Iterable<[string, Tensor]>;
+}
+
+/**
+ * For a run that computes in f16 (`compute`): store the model's frozen bf16 parameters that every reader rounds to
+ * f16 (`f16OperandParameters`: the LM head) in f16, cast once on the GPU by the kernel that rounded them per product
+ * (the fused loss made a 125 MiB f16 copy of a 1.1B model's head every step), so that their readers get the same
+ * values bit for bit and the copy is gone from the step's peak. Their bf16 bytes wait on the host; the returned
+ * function writes them back (exactly the stored values, for whatever reads the weights after the run: a merge, a
+ * save, f32 compute). Released bf16 buffers leave the pool (`trimPool`): they would stay cached, unused, for the run.
+ * A model without `f16OperandParameters`, or f32 compute: nothing to do.
+ */
+export async function f16OperandsForRun(model: object, compute: ComputeDtype | null): Promise<{ names: string[]; restore: () => void }> {
+  const m = model as Partial<HasF16Operands>;
+  const none = { names: [], restore: () => {} };
+  if (compute !== 'f16' || typeof m.f16OperandParameters !== 'function') return none;
+  const list = [...m.f16OperandParameters(compute)].filter(([, p]) => !p.requiresGrad && p.dtype === 'bf16');
+  if (!list.length) return none;
+  const ctx = list[0]![1].ctx;
+  const kept: [Tensor, ArrayBuffer][] = [];
+  for (const [, p] of list) {
+    kept.push([p, await ctx.read(p.data.buffer, storageBytes(p.dtype, p.size))]);
+    noGrad(() => p.assign(cast(ctx, p.data, 'f16')));
+  }
+  ctx.trimPool();
+  return {
+    names: list.map(([n]) => n),
+    restore: () => {
+      for (const [p, bytes] of kept) {
+        const t = empty(ctx, p.shape, 'bf16');
+        ctx.write(t.buffer, new Uint8Array(bytes));
+        p.assign(t);
+      }
+      kept.length = 0;
+    },
+  };
 }

@@ -8,7 +8,7 @@ import { IGNORE_INDEX, type Dataset } from './data/dataset';
 import { TrainerError } from './errors';
 import { GradScaler, type SteppableOptimizer } from './grad-scaler';
 import { MetricsWriter } from './metrics';
-import { castFrozenParameters, checkF16Range, type HasNamedParameters } from './mixed-precision';
+import { castFrozenParameters, checkF16Range, f16OperandsForRun, type HasNamedParameters } from './mixed-precision';
 import { processSignals } from './signals';
 import type { TrainerModel, Scheduler, StepMetrics, EvalMetrics, ProgressInfo, CallbackResult, TrainerCallbacks, TrainerOptions, StopReason, FitResult } from './trainer-types';
 
@@ -439,6 +439,9 @@ export class Trainer {
     let inFlight: InFlight | null = null;
     const boundary = (s: number) =>
       s >= o.maxSteps || (!!o.evalEvery && s % o.evalEvery === 0) || (!!o.saveEvery && s % o.saveEvery === 0);
+    // f16 compute: a frozen bf16 LM head in f16 for the run (what the loss rounded it to every step), put back at the
+    // end; LoRA runs only (their checkpoints hold the adapters, not the head)
+    const operands = this.lora ? await f16OperandsForRun(this.model, this.compute) : null;
     try {
       while (this.step < o.maxSteps && !this.stopReason) {
         const f = this.encodeStep();
@@ -462,6 +465,7 @@ export class Trainer {
         await inFlight.read.catch(() => undefined);
         this.ctx.release(inFlight.stats.buffer);
       }
+      operands?.restore();
       unsubscribe?.();
       this.metrics?.close();
       this.metrics = null;

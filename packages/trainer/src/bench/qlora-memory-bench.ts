@@ -118,7 +118,14 @@ interface Snapshot {
 }
 
 /** Wrap the context's buffer pool: a tag per live buffer, and the live set at the highest peak. */
-function instrument(ctx: Context): { live: Map<GpuBuffer, Alloc>; peak: () => Snapshot | null; held: () => Snapshot | null; reset: () => void } {
+function instrument(ctx: Context): {
+  live: Map<GpuBuffer, Alloc>;
+  peak: () => Snapshot | null;
+  held: () => Snapshot | null;
+  /** The highest live bytes reached by an allocation of each tag (the runners-up of the peak, by op). */
+  byTag: Map<string, number>;
+  reset: () => void;
+} {
   const pool = (ctx as unknown as { pool: { acquire(b: number): GpuBuffer; release(b: GpuBuffer): void; trim(): void; stats: { live: number; pooled: number } } })
     .pool;
   const live = new Map<GpuBuffer, Alloc>();
@@ -127,6 +134,7 @@ function instrument(ctx: Context): { live: Map<GpuBuffer, Alloc>; peak: () => Sn
   let best: Snapshot | null = null;
   let bestHeld: Snapshot | null = null;
   let armed = false;
+  const byTag = new Map<string, number>();
   const acquire = pool.acquire.bind(pool);
   const release = pool.release.bind(pool);
   const trim = pool.trim.bind(pool);
@@ -144,6 +152,7 @@ function instrument(ctx: Context): { live: Map<GpuBuffer, Alloc>; peak: () => Sn
     const inRecompute = stack.includes('autograd/src/checkpoint.ts') && stack.includes('autograd/src/engine.ts');
     const tag = (inRecompute ? 'recompute: ' : '') + (op ?? siteOf());
     live.set(b, { tag, bytes: b.size });
+    if (armed && pool.stats.live > (byTag.get(tag) ?? 0)) byTag.set(tag, pool.stats.live);
     if (armed && pool.stats.live > (best?.live ?? 0)) best = { live: pool.stats.live, at: [...opStack.slice(0, -1), tag].join(' > '), buffers: [...live] };
     if (armed && pool.stats.live + pool.stats.pooled > (bestHeld?.live ?? 0))
       bestHeld = { live: pool.stats.live + pool.stats.pooled, at: [...opStack.slice(0, -1), tag].join(' > '), buffers: [...pooled] };
@@ -160,8 +169,10 @@ function instrument(ctx: Context): { live: Map<GpuBuffer, Alloc>; peak: () => Sn
     live,
     peak: () => best,
     held: () => bestHeld,
+    byTag,
     reset: () => {
       armed = true;
+      byTag.clear();
       best = { live: pool.stats.live, at: 'before the steps', buffers: [...live] };
     },
   };
@@ -178,6 +189,8 @@ interface RunResult {
   largest: [string, number][];
   /** Bytes the pool kept unused at the peak of allocated + pooled, by the op that last allocated them. */
   pooledAtHeld: Record<string, number>;
+  /** The highest live bytes reached inside each op (by allocation tag), highest first. */
+  peakByOp: [string, number][];
   /** Bytes by category at the allocated peak. */
   categories: Record<string, { bytes: number; buffers: number }>;
   loss: number;
@@ -227,6 +240,16 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
   const params = model.trainableParameters().map(([, p]) => p);
   const opt = new AdamW(ctx, params, { lr: 1e-4, weightDecay: 0 });
   let loss = NaN;
+  // parameter buffers by name, taken during the run too: the Trainer stores a frozen bf16 LM head in f16 for the
+  // run (f16OperandsForRun) and puts the bf16 one back at the end
+  const names = new Map<GpuBuffer, string>();
+  const nameParams = () => {
+    for (const [name, p] of model.namedParameters()) {
+      const what = p.requiresGrad ? 'LoRA A/B (f32)' : /layers\.\d+\.(self_attn|mlp)\./.test(name) ? (nf4 ? 'projection weights (NF4 codes)' : 'projection weights (bf16)') : 'embedding, norms, LM head (bf16; the head f16 during the run)';
+      names.set(rootOf(p.data.buffer), what);
+      if (p.grad) names.set(rootOf(p.grad.data.buffer), 'LoRA gradients (f32)');
+    }
+  };
   const trainer = new Trainer({
     model,
     optimizer: opt,
@@ -236,7 +259,12 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
     mixedPrecision: 'bf16',
     signals: false,
     progress: false,
-    callbacks: { onStep: (m) => void (loss = m.loss) },
+    callbacks: {
+      onStep: (m) => {
+        loss = m.loss;
+        nameParams();
+      },
+    },
   });
   await ctx.sync();
   ctx.resetPeak();
@@ -247,12 +275,7 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
   await ctx.sync();
   const mem = ctx.memory;
   // name the buffers of parameters and gradients
-  const names = new Map<GpuBuffer, string>();
-  for (const [name, p] of model.namedParameters()) {
-    const what = p.requiresGrad ? 'LoRA A/B (f32)' : /layers\.\d+\.(self_attn|mlp)\./.test(name) ? (nf4 ? 'projection weights (NF4 codes)' : 'projection weights (bf16)') : 'embedding, norms, LM head (bf16)';
-    names.set(rootOf(p.data.buffer), what);
-    if (p.grad) names.set(rootOf(p.grad.data.buffer), 'LoRA gradients (f32)');
-  }
+  nameParams();
   const categories: RunResult['categories'] = {};
   const largest: [string, number][] = [];
   const snap = acct.peak()!;
@@ -268,7 +291,8 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
   // what the pool kept unused at the peak of live + pooled: by the op that last allocated each buffer
   const pooledAtHeld: Record<string, number> = {};
   for (const [, a] of acct.held()?.buffers ?? []) pooledAtHeld[a.tag] = (pooledAtHeld[a.tag] ?? 0) + a.bytes;
-  const out: RunResult = { layers, peakBytes: mem.peak, peakReservedBytes: mem.peakReserved, peakAt: snap.at, largest, pooledAtHeld, categories, loss };
+  const peakByOp = [...acct.byTag].sort((x, y) => y[1] - x[1]).slice(0, top);
+  const out: RunResult = { layers, peakBytes: mem.peak, peakReservedBytes: mem.peakReserved, peakAt: snap.at, largest, pooledAtHeld, peakByOp, categories, loss };
   if (Math.abs(snap.live - mem.peak) > 0) process.stderr.write(`qlora-memory-bench: snapshot ${snap.live} != peak ${mem.peak}\n`);
   trainer.dispose();
   opt.dispose();
@@ -316,6 +340,7 @@ for (const run of runs) {
     heldGiB: gib(r.peakReservedBytes),
     peakAt: r.peakAt,
     loss: r.loss,
+    peakByOpGiB: r.peakByOp.map(([k, v]) => [k, gib(v)]),
     largestMiB: r.largest,
     pooledAtHeldPeakGiB: sortCats(r.pooledAtHeld),
     atPeakGiB: sortCats(Object.fromEntries(Object.entries(r.categories).map(([k, v]) => [k, v.bytes]))),
