@@ -21,6 +21,7 @@ export {
   llamaConfigToJSON,
 } from './registry';
 export { CausalLM, LlamaForCausalLM, shiftLabels, type ModelOptions, type CausalLMOutput } from './causal-lm';
+export { checkpointSegment, layerSavedRatio } from './checkpoint-segments';
 export { KVCache } from './kv-cache';
 export { generate, generateStream, sampleToken, type GenerateOptions } from './generate';
 export { applyLora, mergeLora, unmergeLora, loraModules, LoraLinear, type LoraConfig } from './lora';

@@ -1,8 +1,10 @@
 // mergeLora against the unmerged model (f32 and 16-bit base weights), unmerge back to the base weights.
-import { createContext, quantSpec, upload, testing, type Context } from '@rusty/backend';
+import { createContext, quantSpec, sizeClass, upload, testing, type Context } from '@rusty/backend';
 import { add, autocast, linear, loraLinear, noGrad, randn, scale, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CausalLM } from './causal-lm';
+import { checkpointSegment, layerSavedRatio } from './checkpoint-segments';
+import { parseModelConfig } from './registry';
 import { Linear } from './layers';
 import { applyLora, LoraLinear, loraModules, mergeLora, unmergeLora } from './lora';
 import { quantizeLinears } from './quant-linear';
@@ -98,5 +100,50 @@ describe('mergeLora', () => {
       return out;
     };
     for (const nf4 of [false, true]) expect(await grads(true, nf4), nf4 ? 'nf4' : 'dense').toEqual(await grads(false, nf4));
+  });
+
+  it('checkpointed segments of 1, 2 and 3 layers give the same LoRA gradients bit for bit; each keeps only its input', async () => {
+    const config = fixtureConfig('llama-tiny', { num_hidden_layers: 5 });
+    const run = async (every: number | null) => {
+      const model = randomModel(ctx, config);
+      model.gradientCheckpointing = every !== null;
+      model.checkpointEvery = every;
+      applyLora(model, { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'], seed: 2 });
+      let i = 0;
+      for (const l of loraModules(model).values()) l.loraB.assign(upload(ctx, randn(l.loraB.size, 300 + i++, 0.1), l.loraB.shape));
+      const input = Tensor.fromArray(ctx, ids, [1, ids.length], { dtype: 'i32' });
+      await ctx.sync();
+      const live0 = ctx.memory.live;
+      const loss = autocast('f16', () => model.loss(input, ids, { logits: false }).loss);
+      const held = ctx.memory.live - live0; // what the forward keeps for backward
+      loss.backward();
+      const grads = await Promise.all(model.trainableParameters().map(async ([, p]) => Array.from(await p.grad!.toArray())));
+      loss.dispose();
+      input.dispose();
+      model.dispose();
+      return { grads, held };
+    };
+    const plain = await run(null);
+    const one = await run(1);
+    const ckptBytes = sizeClass(ids.length * config.hiddenSize * 4);
+    for (const k of [2, 3]) {
+      const r = await run(k);
+      expect(r.grads, `every ${k}`).toEqual(plain.grads);
+      // segment inputs: 5 layers in segments of k keep ceil(5 / k) inputs instead of 5
+      expect(one.held - r.held, `every ${k}`).toBe((5 - Math.ceil(5 / k)) * ckptBytes);
+    }
+    expect(one.grads).toEqual(plain.grads);
+  });
+
+  it('checkpointSegment: 2 layers a segment at the 1.1B shape under f16, 1 under f32 and for a 2-layer model; checkpointEvery is checked', () => {
+    const tiny = parseModelConfig({
+      model_type: 'llama', vocab_size: 32000, hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 22,
+      num_attention_heads: 32, num_key_value_heads: 4, max_position_embeddings: 2048, rms_norm_eps: 1e-5,
+    });
+    expect(layerSavedRatio(tiny, 'f16')).toBeCloseTo(8.25, 10);
+    expect(checkpointSegment(tiny, 'f16')).toBe(2);
+    expect(checkpointSegment(tiny, 'f32')).toBe(1);
+    expect(checkpointSegment(fixtureConfig('llama-tiny'), 'f16')).toBe(1);
+    expect(() => new CausalLM(ctx, fixtureConfig('llama-tiny'), { empty: true, checkpointEvery: 0 })).toThrow(/checkpointEvery must be a positive integer or null, got 0/);
   });
 });
