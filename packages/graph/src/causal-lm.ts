@@ -45,6 +45,15 @@ export interface ModelOptions {
   computeDtype?: ComputeDtype | null;
 }
 
+/** Options of {@link CausalLM.loss}. */
+export interface LossOptions {
+  /** Targets equal to this are not counted (default -100). */
+  ignoreIndex?: number;
+  /** The input ids on the host as well (row-major [B, T]): the embedding lookup gathers rows there while its table
+   *  waits on the host ({@link CausalLM.offloadEmbedding}). */
+  hostIds?: ArrayLike<number>;
+}
+
 /** Output of `forwardWithHidden`. */
 export interface CausalLMOutput {
   logits: Tensor;
@@ -137,11 +146,11 @@ export class CausalLM extends Module {
     return autocast(this.computeDtype, () => this.run(inputIds, opts));
   }
 
-  private run(inputIds: Tensor, opts: { cache?: KVCache; outputHiddenStates?: boolean; noHead?: boolean }): CausalLMOutput {
+  private run(inputIds: Tensor, opts: { cache?: KVCache; outputHiddenStates?: boolean; noHead?: boolean; hostIds?: ArrayLike<number> }): CausalLMOutput {
     return tidy(() => {
       const c = this.config;
       const hidden: Tensor[] = [];
-      let h = this.embedTokens.forward(inputIds);
+      let h = this.embedTokens.forward(inputIds, opts.hostIds);
       if (c.embedScale !== 1) {
         const e = h;
         h = scale(e, c.embedScale);
@@ -189,11 +198,12 @@ export class CausalLM extends Module {
    * HF's causal-LM loss: position t predicts labels[t + 1] (labels default to the inputs), mean over targets
    * that are not `ignoreIndex` (-100). With `logits: false` the logits are not returned, and a plain LM head (or
    * tied embeddings) without soft-capping is fused with the loss: the [tokens, vocab] logits are computed and
-   * dropped in row chunks (`linearCrossEntropy`) instead of being materialised with their gradient.
+   * dropped in row chunks (`linearCrossEntropy`) instead of being materialised with their gradient. `hostIds`:
+   * the input ids on the host too (for an embedding table waiting on the host: {@link offloadEmbedding}).
    */
-  loss(inputIds: Tensor, labels: ArrayLike<number>, opts?: { ignoreIndex?: number; logits?: true }): { loss: Tensor; logits: Tensor };
-  loss(inputIds: Tensor, labels: ArrayLike<number>, opts: { ignoreIndex?: number; logits: false }): { loss: Tensor };
-  loss(inputIds: Tensor, labels: ArrayLike<number>, opts: { ignoreIndex?: number; logits?: boolean } = {}): { loss: Tensor; logits?: Tensor } {
+  loss(inputIds: Tensor, labels: ArrayLike<number>, opts?: LossOptions & { logits?: true }): { loss: Tensor; logits: Tensor };
+  loss(inputIds: Tensor, labels: ArrayLike<number>, opts: LossOptions & { logits: false }): { loss: Tensor };
+  loss(inputIds: Tensor, labels: ArrayLike<number>, opts: LossOptions & { logits?: boolean } = {}): { loss: Tensor; logits?: Tensor } {
     const [b, t] = inputIds.shape as [number, number];
     const ignore = opts.ignoreIndex ?? -100;
     const targets = Tensor.fromArray(this.ctx, shiftLabels(labels, b, t, ignore), [b * t], { dtype: 'i32' });
@@ -203,11 +213,13 @@ export class CausalLM extends Module {
       if (opts.logits === false && fusable) {
         const w = head ? (head as Linear).weight : this.embedTokens.weight;
         const loss = autocast(this.computeDtype, () =>
-          tidy(() => linearCrossEntropy(reshape(this.run(inputIds, { noHead: true }).logits, [b * t, this.config.hiddenSize]), w, targets, { ignoreIndex: ignore })),
+          tidy(() =>
+            linearCrossEntropy(reshape(this.run(inputIds, { noHead: true, hostIds: opts.hostIds }).logits, [b * t, this.config.hiddenSize]), w, targets, { ignoreIndex: ignore }),
+          ),
         );
         return { loss };
       }
-      const logits = this.forward(inputIds);
+      const logits = autocast(this.computeDtype, () => this.run(inputIds, { hostIds: opts.hostIds })).logits;
       const loss = crossEntropy(reshape(logits, [b * t, this.config.vocabSize]), targets, { ignoreIndex: ignore });
       if (opts.logits === false) {
         logits.dispose();
@@ -231,6 +243,17 @@ export class CausalLM extends Module {
     if ((this.computeDtype ?? scope) !== 'f16') return [];
     const head = this.child('lm_head');
     return head && head.constructor === Linear ? [['lm_head.weight', (head as Linear).weight]] : [];
+  }
+
+  /**
+   * For a training run that does not train the token embedding: keep its table in host memory (125 MiB at the 1.1B
+   * shape in bf16) until the returned function puts it back, bit for bit (`Embedding.offloadToHost`); a lookup
+   * given the ids on the host (`loss(..., { hostIds })`, as the Trainer calls it) uploads only its rows. null when
+   * the table trains or is tied to the LM head (the head reads all of it).
+   */
+  async offloadEmbedding(): Promise<(() => void) | null> {
+    if (!this.lmHead || this.embedTokens.weight.requiresGrad) return null;
+    return this.embedTokens.offloadToHost();
   }
 
   /** Generate ids after `prompt` with a KV cache (see `GenerateOptions`). */

@@ -20,7 +20,7 @@ export {
   parseLlamaConfig,
   llamaConfigToJSON,
 } from './registry';
-export { CausalLM, LlamaForCausalLM, shiftLabels, type ModelOptions, type CausalLMOutput } from './causal-lm';
+export { CausalLM, LlamaForCausalLM, shiftLabels, type ModelOptions, type CausalLMOutput, type LossOptions } from './causal-lm';
 export { checkpointSegment, layerSavedRatio } from './checkpoint-segments';
 export { KVCache } from './kv-cache';
 export { generate, generateStream, sampleToken, type GenerateOptions } from './generate';

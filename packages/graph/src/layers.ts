@@ -1,4 +1,4 @@
-import { empty, type Context, type DType } from '@rusty/backend';
+import { cast, ConfigError, empty, formatOf, storageBytes, type Context, type DType } from '@rusty/backend';
 import { addRmsNorm, computeDtype, embedding, linear, rmsNorm, Tensor } from '@rusty/autograd';
 import { Module } from './module';
 
@@ -65,8 +65,63 @@ export class Embedding extends Module {
     this.weight = this.registerParameter('weight', param(ctx, [num, dim], opts, 'randn'));
   }
 
-  forward(ids: Tensor): Tensor {
-    return embedding(ids, this.weight, { paddingIdx: this.paddingIdx });
+  /** The table's bytes while it waits on the host ({@link offloadToHost}), else null. */
+  private hostTable: Uint8Array | null = null;
+
+  /**
+   * Rows of the table for `ids` (f32 [...ids.shape, dim]). While the table is on the host (`offloadToHost`):
+   * with `hostIds` (the same ids, on the host) the rows are gathered there and only they are uploaded, then
+   * decoded to f32 on the GPU (`cast`: the decode the lookup kernel does); without them the table is uploaded for
+   * this lookup and released after it. Either way the values of the lookup on the GPU table, bit for bit (an id
+   * outside [0, num) a row of zeros).
+   */
+  forward(ids: Tensor, hostIds?: ArrayLike<number>): Tensor {
+    const host = this.hostTable;
+    if (!host) return embedding(ids, this.weight, { paddingIdx: this.paddingIdx });
+    const { ctx } = this;
+    const dtype = this.weight.dtype;
+    if (hostIds && hostIds.length === ids.size) {
+      const rb = (formatOf(dtype).bits / 8) * this.dim; // a row's bytes (16-bit rows of an odd width end mid-word)
+      const rows = new Uint8Array(hostIds.length * rb);
+      for (let t = 0; t < hostIds.length; t++) {
+        const id = hostIds[t]!;
+        if (id >= 0 && id < this.num) rows.set(host.subarray(id * rb, (id + 1) * rb), t * rb);
+      }
+      const r = empty(ctx, [...ids.shape, this.dim], dtype);
+      ctx.write(r.buffer, rows);
+      const out = dtype === 'f32' ? r : cast(ctx, r, 'f32');
+      if (out !== r) ctx.release(r.buffer);
+      return new Tensor(ctx, out, false);
+    }
+    const w = new Tensor(ctx, empty(ctx, [this.num, this.dim], dtype), false);
+    ctx.write(w.data.buffer, host);
+    const out = embedding(ids, w, { paddingIdx: this.paddingIdx });
+    w.dispose();
+    return out;
+  }
+
+  /**
+   * Keep the frozen table in host memory instead of on the GPU until the returned function puts it back (the same
+   * bytes, in a new GPU buffer): a LoRA run reads the token embedding once per forward, for a few thousand rows.
+   * Meanwhile the parameter holds a 4-byte stand-in (nothing but {@link forward} may read it). A trainable table
+   * stays: `ConfigError`.
+   */
+  async offloadToHost(): Promise<() => void> {
+    const { ctx, weight } = this;
+    if (weight.requiresGrad) throw new ConfigError('Embedding.offloadToHost: the table trains; only a frozen one can wait on the host');
+    if (this.hostTable) return () => {};
+    const bytes = storageBytes(weight.dtype, weight.size);
+    const host = new Uint8Array(await ctx.read(weight.data.buffer, bytes), 0, bytes);
+    const dtype = weight.dtype;
+    weight.assign({ buffer: ctx.alloc(4), dtype, shape: [...weight.shape] });
+    this.hostTable = host;
+    return () => {
+      if (this.hostTable !== host) return;
+      const t = empty(ctx, [this.num, this.dim], dtype);
+      ctx.write(t.buffer, host);
+      weight.assign(t);
+      this.hostTable = null;
+    };
   }
 }
 

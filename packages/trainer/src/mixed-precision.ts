@@ -114,8 +114,8 @@ export interface HasF16Operands {
  * (the fused loss made a 125 MiB f16 copy of a 1.1B model's head every step), so that their readers get the same
  * values bit for bit and the copy is gone from the step's peak. Their bf16 bytes wait on the host; the returned
  * function writes them back (exactly the stored values, for whatever reads the weights after the run: a merge, a
- * save, f32 compute). Released bf16 buffers leave the pool (`trimPool`): they would stay cached, unused, for the run.
- * A model without `f16OperandParameters`, or f32 compute: nothing to do.
+ * save, f32 compute). The released bf16 buffers go to the pool (`ctx.trimPool()` destroys them). A model without
+ * `f16OperandParameters`, or f32 compute: nothing to do.
  */
 export async function f16OperandsForRun(model: object, compute: ComputeDtype | null): Promise<{ names: string[]; restore: () => void }> {
   const m = model as Partial<HasF16Operands>;
@@ -129,7 +129,6 @@ export async function f16OperandsForRun(model: object, compute: ComputeDtype | n
     kept.push([p, await ctx.read(p.data.buffer, storageBytes(p.dtype, p.size))]);
     noGrad(() => p.assign(cast(ctx, p.data, 'f16')));
   }
-  ctx.trimPool();
   return {
     names: list.map(([n]) => n),
     restore: () => {

@@ -11,9 +11,12 @@ import type { SignalSource } from './signals';
 /** What the Trainer trains: `LlamaForCausalLM` fits (HF loss with label shift inside `loss`). */
 export interface TrainerModel {
   /** The Trainer passes `{ logits: false }`: it needs the loss only (a CausalLM then fuses its LM head with the
-   *  loss, never materialising the [tokens, vocab] logits). */
-  loss(inputIds: Tensor, labels: ArrayLike<number>, opts?: { logits?: false }): { loss: Tensor };
+   *  loss, never materialising the [tokens, vocab] logits); and `hostIds`, the input ids as on the host. */
+  loss(inputIds: Tensor, labels: ArrayLike<number>, opts?: { logits?: false; hostIds?: ArrayLike<number> }): { loss: Tensor };
   trainableParameters(): [string, Tensor][];
+  /** For a LoRA run: a frozen token embedding kept on the host until the returned function puts it back
+   *  (`CausalLM.offloadEmbedding`); null when there is none to keep there. */
+  offloadEmbedding?(): Promise<(() => void) | null>;
   train?(on?: boolean): unknown;
   eval?(): unknown;
 }

@@ -139,7 +139,7 @@ export class Trainer {
 
   private lossOf(batch: Batch, ids: Tensor): Tensor {
     const loss = autocast(this.compute, () =>
-      this.opts.computeLoss ? this.opts.computeLoss(batch, ids, this.model) : this.model.loss(ids, batch.labels, { logits: false }).loss,
+      this.opts.computeLoss ? this.opts.computeLoss(batch, ids, this.model) : this.model.loss(ids, batch.labels, { logits: false, hostIds: batch.inputIds }).loss,
     );
     if (loss.size !== 1) throw new TrainerError(`the loss must have one element, got shape [${loss.shape.join(', ')}]`);
     return loss;
@@ -439,9 +439,16 @@ export class Trainer {
     let inFlight: InFlight | null = null;
     const boundary = (s: number) =>
       s >= o.maxSteps || (!!o.evalEvery && s % o.evalEvery === 0) || (!!o.saveEvery && s % o.saveEvery === 0);
-    // f16 compute: a frozen bf16 LM head in f16 for the run (what the loss rounded it to every step), put back at the
-    // end; LoRA runs only (their checkpoints hold the adapters, not the head)
-    const operands = this.lora ? await f16OperandsForRun(this.model, this.compute) : null;
+    // LoRA runs (their checkpoints hold the adapters only): under f16 compute a frozen bf16 LM head in f16 (what the
+    // loss rounded it to every step), and a frozen token embedding on the host (a step reads a few thousand of its
+    // rows), for the run; both put back as they were when it ends. The buffers they leave are not kept by the pool.
+    const restore: (() => void)[] = [];
+    if (this.lora) {
+      restore.push((await f16OperandsForRun(this.model, this.compute)).restore);
+      const emb = await this.model.offloadEmbedding?.();
+      if (emb) restore.push(emb);
+      this.ctx.trimPool();
+    }
     try {
       while (this.step < o.maxSteps && !this.stopReason) {
         const f = this.encodeStep();
@@ -465,7 +472,7 @@ export class Trainer {
         await inFlight.read.catch(() => undefined);
         this.ctx.release(inFlight.stats.buffer);
       }
-      operands?.restore();
+      for (const r of restore) r();
       unsubscribe?.();
       this.metrics?.close();
       this.metrics = null;
