@@ -3,7 +3,8 @@
 //   op(A) is [M, K]: A stored [M, K] (A_T false) or [K, M] (A_T true).
 //   op(B) is [K, N]: B stored [K, N] (B_T false) or [N, K] (B_T true: HF Linear weights [out, in]).
 // Bindings: a (read, f16 storage), b (read, f16 storage), bias (read, [N] any float dtype; A again when HAS_BIAS is
-//   false), c (rw f32, [batch, M, N]). The wrapper re-declares a and b on the same binding numbers as the view the
+//   false), c (rw f32, [batch, M, N]); with GSCALE also gs (read u32 [4]: words 2 and 3 are f32 factors the
+//   product is multiplied by, the 1 / sA and 1 / sB of ops/core/matmul-f16x3.ts). The wrapper re-declares a and b on the same binding numbers as the view the
 //   variant reads (`a4`/`b4`: array<vec4u>, 8 packed halves per 16-byte load; or, for CM variants, `ah`/`bh`:
 //   array<f16>); the generated scalar declarations stay unused (one view per binding is used by the entry point).
 // Params: M, N, K, sa, sb (batch strides of a and b in elements; 0 broadcasts), alpha, one (unused here), lda,
@@ -21,7 +22,8 @@
 //   operand's storage needs), at_a(e) / at_b(e) (one element as f32, for unaligned operands), fetch_a / fetch_b
 //   (one unit of a slice from global memory) and put_a / put_b (one unit into workgroup memory), and the flags
 //   VEC_A, VEC_B (vector loads: the operand's contiguous dim and batch stride are multiples of 8), HAS_BIAS,
-//   ACCUM, DIRECT (store full tiles straight to C when there is no epilogue: alpha 1, no bias, no accumulate).
+//   ACCUM, DIRECT (store full tiles straight to C when there is no epilogue: alpha 1, no bias, no accumulate),
+//   GSCALE (see Bindings; never with DIRECT), and gscale() (the two factors' product, or 1 without GSCALE).
 //   The straight-line code at the //@ lines (`tcMatrixCode`): //@raster the workgroup's tile origin m0, n0 (row
 //   by row, or grouped: `gm` tile rows per column step), //@acc the accumulators (named acc_<i>_<j>, or an
 //   array in the reference "array" form), //@regs the staging registers, //@fetch0 / //@fetch the global loads
@@ -176,7 +178,7 @@ fn copy_out(i: u32, j: u32, cs: u32, lane: u32, m0: u32, n0: u32, wm0: u32, wn0:
     let n = n0 + wn0 + j * SN + q % SN;
     if (m < p.M && n < p.N) {
       let ci = cb + m * p.N + n;
-      var v = p.alpha * Cs[cs + q];
+      var v = p.alpha * gscale() * Cs[cs + q];
       if (HAS_BIAS) { v += read_bias(n); }
       if (ACCUM) { v += c[ci]; }
       c[ci] = v;

@@ -331,7 +331,7 @@ async function main() {
       log('pipeline sequence');
       results.push(...(await pipelineSequence(ctx)));
     }
-    const bad = results.filter((r) => !(r.relErr < TC_TOL));
+    const bad = results.filter((r) => !(r.relErr < (r.tol ?? TC_TOL)));
     failed = bad.length > 0 || !('frag' in plan);
     out.check = { cases: results.length, tol: TC_TOL, maxRelErr: Math.max(0, ...results.map((r) => r.relErr)), failures: bad };
   }

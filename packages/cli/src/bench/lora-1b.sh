@@ -9,7 +9,8 @@
 # From the repository root:
 #   pnpm build && ../shared/gpu/pack.sh packages/cli/src/bench/lora-1b-cli.ts      # then carry .gpu
 #   bash packages/cli/src/bench/lora-1b.sh [tinyllama|small] [STEPS=25] [work dir=tmp/lora-1b]
-# LORA_RUNS picks the runs (default "rusty-f32 rusty-bf16 rusty-f16 torch-fp32 torch-bf16"); RUN_TIMEOUT (s, default
+# LORA_RUNS picks the runs (default "rusty-f32 rusty-bf16 rusty-f16 torch-fp32 torch-bf16"; also rusty-f32high: f32 with
+# --matmul-precision high, and torch-fp32-high: fp32 with TF32); RUN_TIMEOUT (s, default
 # 400) bounds each run.
 # Rusty's numbers are the `summary` line of its metrics.jsonl: medians over the steps after its 5 warm-up steps
 # (its last step, which has no next step's encoding in its interval, is run but not counted: it runs STEPS + 6).
@@ -51,13 +52,16 @@ PY
 for run in $runs; do
   case $run in
     rusty-*)
-      mp=${run#rusty-}; [ "$mp" = f32 ] && mp=no
+      mp=${run#rusty-}; extra=()
+      # rusty-f32high: f32 with --matmul-precision high (three f16 tensor-core products per f32 product)
+      [ "$mp" = f32high ] && { mp=no; extra=(--matmul-precision high); }
+      [ "$mp" = f32 ] && mp=no
       out="$work/$run"; log="$work/$run.log"
       # a run that outlives RUN_TIMEOUT gets SIGUSR2 first: node writes a diagnostic report (JS and native stacks)
       # into the work dir, then it is killed
       if timeout -s USR2 -k 20 "${RUN_TIMEOUT:-400}" env NODE_OPTIONS="--report-on-signal --report-signal=SIGUSR2 --report-directory=$work" \
         bash .gpu/run.sh lora-1b-cli finetune --model "$work/model" --data "$work/corpus.txt" --out "$out" "${common[@]}" \
-        --mixed-precision "$mp" >"$log" 2>&1; then
+        --mixed-precision "$mp" "${extra[@]}" >"$log" 2>&1; then
         rusty_line "${run#rusty-}" "$out" "$log" | tee -a "$results"
       else
         echo "{\"side\": \"rusty\", \"mode\": \"${run#rusty-}\", \"failed\": true, \"log\": \"$log\"}"; tail -n 12 "$log"
@@ -73,7 +77,8 @@ python3 - "$results" <<'PY'
 import json, sys
 runs = {f"{r['side']}-{r['mode']}": r for r in map(json.loads, open(sys.argv[1])) if "tokens_per_s" in r}
 out = {}
-for ours, theirs in [("rusty-f16", "pytorch-bf16-autocast"), ("rusty-bf16", "pytorch-bf16-autocast"), ("rusty-f32", "pytorch-fp32")]:
+for ours, theirs in [("rusty-f16", "pytorch-bf16-autocast"), ("rusty-bf16", "pytorch-bf16-autocast"), ("rusty-f32", "pytorch-fp32"),
+                     ("rusty-f32high", "pytorch-fp32"), ("rusty-f32high", "pytorch-fp32-high")]:
     a, b = runs.get(ours), runs.get(theirs)
     if a and b:
         out[f"{ours}/{theirs}"] = {"tokens_per_s": round(a["tokens_per_s"] / b["tokens_per_s"], 3),

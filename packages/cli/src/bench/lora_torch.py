@@ -20,7 +20,7 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
-    ap.add_argument("--mode", choices=["fp32", "bf16"], required=True)
+    ap.add_argument("--mode", choices=["fp32", "fp32-high", "bf16"], required=True, help="fp32-high: fp32 with TF32 matmuls (set_float32_matmul_precision('high'))")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--steps", type=int, default=25, help="timed steps after the warm-up")
@@ -39,10 +39,11 @@ def main() -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    torch.set_float32_matmul_precision("highest")  # no TF32: Rusty's f32 path is full f32
+    # fp32: no TF32 (Rusty's default f32 path is full f32); fp32-high: TF32, beside Rusty's --matmul-precision high
+    torch.set_float32_matmul_precision("high" if a.mode == "fp32-high" else "highest")
     torch.manual_seed(a.seed)
     dev = torch.device("cuda")
-    dtype = torch.float32 if a.mode == "fp32" else torch.bfloat16
+    dtype = torch.bfloat16 if a.mode == "bf16" else torch.float32
     t0 = time.time()
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype, attn_implementation=a.attn).to(dev)
     model.config.use_cache = False
@@ -82,7 +83,7 @@ def main() -> None:
     med = statistics.median(times)
     gib = 1024**3
     print(json.dumps({
-        "side": "pytorch", "mode": "fp32" if a.mode == "fp32" else "bf16-autocast", "attn": a.attn,
+        "side": "pytorch", "mode": a.mode if a.mode != "bf16" else "bf16-autocast", "attn": a.attn,
         "tokens_per_s": round(tokens / med, 1), "step_ms": round(med * 1000, 2), "steps_timed": len(times), "warmup": a.warmup,
         "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / gib, 3), "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / gib, 3),
         "peak_allocated_bytes": torch.cuda.max_memory_allocated(), "peak_reserved_bytes": torch.cuda.max_memory_reserved(),

@@ -6,13 +6,13 @@
 // the GPU (making 1.1B random numbers on the host takes a minute; the block is random enough for timing).
 // Reports ms per step, tokens/s, host encoding ms and dispatches per step, peak GPU memory (allocated and
 // reserved), and with --profile the top kernels by GPU time.
-//   node lora-step-1b.mjs [--compute f16|f32] [--weights f16|bf16|f32] [--layers 22] [--hidden 2048] [--inter 5632]
+//   node lora-step-1b.mjs [--compute f16|f32] [--weights f16|bf16|f32] [--matmul-precision highest|high] [--layers 22] [--hidden 2048] [--inter 5632]
 //                         [--heads 32] [--kv 4] [--vocab 32000] [--batch 4] [--seq 512] [--r 16] [--steps 10]
 //                         [--warmup 3] [--checkpointing] [--profile] [--quick] [--tc-min-big N]
 //                         [--lowrank-wg N]
 // --lowrank-wg N: tuning, the workgroups lowRankOuter aims for (lowRankTuning.workgroups).
 // --tc-min-big: tuning, the tile count from which the tensor-core matmul takes its big tile (tcTuning.minBigTiles).
-import { createContext, lowRankTuning, tcTuning, type DType } from '@rusty/backend';
+import { createContext, lowRankTuning, setF32MatmulPrecision, tcTuning, type DType, type F32MatmulPrecision } from '@rusty/backend';
 import { AdamW, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import { applyLora, CausalLM, loraTargets, parseModelConfig } from '../index';
 import { timeSteps } from './time-steps';
@@ -39,6 +39,9 @@ const steps = num('--steps', quick ? 3 : 10);
 const warmup = num('--warmup', quick ? 1 : 3);
 
 const ctx = await createContext({ profile: flag('--profile') });
+// --matmul-precision high: f32 products on f16 tensor cores, three per product (see backend ops/core/matmul-f16x3.ts)
+const precision = str('--matmul-precision', 'highest') as F32MatmulPrecision;
+setF32MatmulPrecision(ctx, precision);
 if (args.includes('--tc-min-big')) tcTuning.minBigTiles = num('--tc-min-big', tcTuning.minBigTiles);
 if (args.includes('--lowrank-wg')) lowRankTuning.workgroups = num('--lowrank-wg', lowRankTuning.workgroups);
 const config = parseModelConfig({
@@ -96,7 +99,7 @@ console.log(
   JSON.stringify({
     bench: 'lora-step-1b',
     adapter: `${ctx.info.vendor} ${ctx.info.architecture} ${ctx.info.description}`.trim(),
-    config: { ...cfg, compute, weights, checkpointing: flag('--checkpointing'), tcMinBigTiles: tcTuning.minBigTiles, lowRank: { ...lowRankTuning } },
+    config: { ...cfg, compute, weights, matmulPrecision: precision, checkpointing: flag('--checkpointing'), tcMinBigTiles: tcTuning.minBigTiles, lowRank: { ...lowRankTuning } },
     trainableTensors: trainable.length,
     buildMs: Math.round(buildMs),
     stepMs: +ms.toFixed(2),

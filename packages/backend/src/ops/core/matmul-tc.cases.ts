@@ -24,13 +24,22 @@ export interface TcCase {
   bias?: boolean;
   accumulate?: boolean;
   tile?: TcTileName;
+  /** f32 operands (not f16-rounded; A about 0.02, B about 300) at precision 'high' (ops/core/matmul-f16x3.ts),
+   *  checked against float64 of the f32 inputs within TC_HIGH_TOL. */
+  f32High?: boolean;
 }
 
 export interface TcResult {
   name: string;
   relErr: number;
   kernel?: string;
+  /** The bound this case must stay under (TC_TOL unless said). */
+  tol?: number;
 }
+
+/** Relative error the f32 products at precision 'high' must stay under: about 2^-21 of the sum of |a b| over
+ *  K <= 400 random terms, a few times what the portable f32 kernels show. */
+export const TC_HIGH_TOL = 2e-5;
 
 /** Relative error (max |got - want| / max |want|) the tensor-core kernels must stay under. */
 export const TC_TOL = 1e-3;
@@ -43,12 +52,13 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
   const nA = c.batchA ?? 1;
   const nB = c.batchB ?? 1;
   const batch = Math.max(nA, nB);
-  const av = roundTo('f16', randn(nA * M * K, seed++));
-  const bv = roundTo('f16', randn(nB * K * N, seed++));
+  const dt = c.f32High ? 'f32' : 'f16';
+  const av = roundTo(dt, randn(nA * M * K, seed++).map((x) => (c.f32High ? x * 0.02 : x)));
+  const bv = roundTo(dt, randn(nB * K * N, seed++).map((x) => (c.f32High ? x * 300 : x)));
   const aShape = [...(c.batchA ? [nA] : []), ...(c.transA ? [K, M] : [M, K])];
   const bShape = [...(c.batchB ? [nB] : []), ...(c.transB ? [N, K] : [K, N])];
-  const A = upload(ctx, av, aShape, 'f16');
-  const B = upload(ctx, bv, bShape, 'f16');
+  const A = upload(ctx, av, aShape, dt);
+  const B = upload(ctx, bv, bShape, dt);
   const biasV = c.bias ? roundTo('f32', randn(N, seed++)) : undefined;
   const bias = biasV ? upload(ctx, biasV, [N]) : undefined;
   const outShape = [...(c.batchA || c.batchB ? [batch] : []), M, N];
@@ -59,7 +69,8 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
     ctx.write(out.buffer, Float32Array.from(c0));
   } else poison(ctx, out);
   const tile: TcTile | undefined = c.tile ? TC_TILES[c.tile] : undefined;
-  const run = () => matmul(ctx, A, B, { transA: c.transA, transB: c.transB, alpha: c.alpha, bias, accumulate: c.accumulate, out, tensorCores: true, tcTile: tile });
+  const precision = c.f32High ? ('high' as const) : undefined;
+  const run = () => matmul(ctx, A, B, { transA: c.transA, transB: c.transB, alpha: c.alpha, bias, accumulate: c.accumulate, out, tensorCores: true, tcTile: tile, precision });
   // a kernel's first use starts its asynchronous check (see matmul-tc.ts); wait for it, then run for real
   try {
     run();
@@ -92,8 +103,10 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
     c.bias ? 'bias' : '',
     c.accumulate ? 'accumulate' : '',
     c.tile ?? '',
+    c.f32High ? 'f32 high' : '',
   ].filter(Boolean);
-  return { name: `${layout} ${M}x${N}x${K}${extra.length ? ' ' + extra.join(' ') : ''}`, relErr: relErr(got, want) };
+  const name = `${layout} ${M}x${N}x${K}${extra.length ? ' ' + extra.join(' ') : ''}`;
+  return { name, relErr: relErr(got, want), ...(c.f32High ? { tol: TC_HIGH_TOL } : {}) };
 }
 
 /** The correctness cases: layouts x tile-multiple / odd sizes, batches, epilogues, and every tile that fits
@@ -123,6 +136,14 @@ export function tcCases(ctx: Context): TcCase[] {
   cases.push({ M: 100, N: 72, K: 64, transB: true, bias: true });
   cases.push({ M: 128, N: 128, K: 64, alpha: 0.25, accumulate: true });
   cases.push({ M: 77, N: 50, K: 90, transA: true, accumulate: true, alpha: -1.5 });
+  // f32 at precision 'high': every layout, odd sizes, batches, the epilogues
+  for (const [transA, transB] of [[false, false], [false, true], [true, false], [true, true]] as const) {
+    cases.push({ M: 333, N: 257, K: 129, transA, transB, f32High: true });
+    cases.push({ M: 65, N: 130, K: 400, transA, transB, f32High: true });
+  }
+  cases.push({ M: 64, N: 80, K: 72, batchA: 3, batchB: 3, f32High: true, bias: true });
+  cases.push({ M: 33, N: 40, K: 100, batchA: 4, transB: true, f32High: true, alpha: 0.5, accumulate: true });
+  cases.push({ M: 300, N: 100, K: 64, batchB: 2, transA: true, f32High: true });
   for (const tile of Object.keys(TC_TILES) as TcTileName[]) {
     const fits = (tA: boolean, tB: boolean) => 'frag' in plan && !tcTileProblem(TC_TILES[tile], plan, ctx.info.limits, tA, tB);
     if (fits(false, true)) cases.push({ M: 256, N: 256, K: 256, transB: true, tile });

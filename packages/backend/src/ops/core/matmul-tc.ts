@@ -182,6 +182,8 @@ export interface TcLaunch extends MatmulLaunch {
   hasBias: boolean;
   /** Force a tile (tests and benchmarks); default: `tcTuning`. */
   tile?: TcTile;
+  /** Multiply the product by the factors in a fifth binding (see `TcFlags.GSCALE`). */
+  gscale?: boolean;
 }
 
 /** A tile's identity in kernel names and cache keys, e.g. `128x256x32-2x4-v2-b1-cm`. */
@@ -207,7 +209,7 @@ const PARAMS: readonly ParamSpec[] = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:
 
 /** The kernel definition (bindings, params, enables) around tensor-core WGSL `code` (the prelude and
  *  `shaders/matmul-tc.wgsl`, or a variant of them in tests). */
-export function tcKernelDef(code: string, biasDtype: DType = 'f16'): Omit<KernelDef, 'name'> {
+export function tcKernelDef(code: string, biasDtype: DType = 'f16', gscale = false): Omit<KernelDef, 'name'> {
   return {
     code,
     bindings: [
@@ -215,6 +217,7 @@ export function tcKernelDef(code: string, biasDtype: DType = 'f16'): Omit<Kernel
       { name: 'b', access: 'read', dtype: 'f16' },
       { name: 'bias', access: 'read', dtype: biasDtype },
       { name: 'c', access: 'rw', dtype: 'f32' },
+      ...(gscale ? [{ name: 'gs', access: 'read' as const, dtype: 'u32' as DType }] : []),
     ],
     params: PARAMS,
     enables: TC_ENABLES,
@@ -234,7 +237,7 @@ export const tensorCoresReady = kernelsReady;
  * encoding nothing, while the kernel is still being checked or if it failed its check (the caller runs the
  * portable kernel then).
  */
-export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: [BufferBinding, BufferBinding, BufferBinding, BufferBinding]): boolean {
+export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: BufferBinding[]): boolean {
   const t = l.tile ?? chooseTcTile(plan, ctx.info.limits, l);
   if (l.tile) {
     const why = tcTileProblem(t, plan, ctx.info.limits, l.transA, l.transB);
@@ -245,13 +248,15 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
     VEC_B: l.ldb % 8 === 0 && l.sb % 8 === 0,
     HAS_BIAS: l.hasBias,
     ACCUM: l.accumulate,
-    DIRECT: !l.hasBias && !l.accumulate && tcTuning.direct,
+    DIRECT: !l.hasBias && !l.accumulate && !l.gscale && tcTuning.direct,
+    GSCALE: !!l.gscale,
   };
+  if (bufs.length !== (l.gscale ? 5 : 4)) throw new ShapeError(`matmul: internal: ${bufs.length} bindings for a tensor-core launch`);
   const name = `matmul-tc-${tcTileKey(t)}${tcTuning.unroll ? '-u' : ''}`;
   const key = `mmtc:${name}:${+l.transA}${+l.transB}:${l.biasDtype}:${Object.values(flags).map(Number).join('')}`;
   // subgroup-matrix pipelines are built only once their WGSL checked out (see kernel-cache.ts: under Dawn's
   // skip_validation a shader breaking a subgroup-matrix rule aborted the process at pipeline creation)
-  const k = checkedKernel(ctx, key, () => ({ name, ...tcKernelDef(tcSource(plan, t, l.transA, l.transB, flags, tcTuning.unroll), l.biasDtype) }));
+  const k = checkedKernel(ctx, key, () => ({ name, ...tcKernelDef(tcSource(plan, t, l.transA, l.transB, flags, tcTuning.unroll), l.biasDtype, l.gscale) }));
   if (!k) return false;
   const x = Math.ceil(l.N / t.bn);
   const y = Math.ceil(l.M / t.bm);

@@ -3,10 +3,11 @@ import tiledWgsl from '../../../../../shaders/matmul.wgsl';
 import type { Context } from '../../context';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { DType } from '../../dtype';
-import { ShapeError } from '../../errors';
+import { ConfigError, ShapeError } from '../../errors';
 import { formatOf } from '../../format';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import { contextTcPlan, matmulTc, type MatmulLaunch, type TcTile, type TensorCorePlan } from './matmul-tc';
+import { f32MatmulPrecision, splitF16x3, type F32MatmulPrecision } from './matmul-f16x3';
 import { reduce } from './reduce';
 import { assertFloat, broadcastShapes, cachedKernel, checkBinding, checkOut, fmtShape } from './util';
 
@@ -109,6 +110,9 @@ export interface MatmulOptions {
   tensorCores?: boolean;
   /** Tuning: the tensor-core tile to run (see `tcTileProblem` for the rules). */
   tcTile?: TcTile;
+  /** f32 x f32 products: 'high' runs them on f16 tensor cores, three products per f32 product (about 22 bits; see
+   *  ops/core/matmul-f16x3.ts), where the adapter has them; default: the context's `setF32MatmulPrecision`. */
+  precision?: F32MatmulPrecision;
 }
 
 /**
@@ -171,6 +175,21 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
   }
   const lda = transA ? Mk : K;
   const ldb = transB ? K : N;
+  const hp = highPrecisionPlan(ctx, a, b, opts, Mk, N, K, batch);
+  if (hp) {
+    // [hiA | hiA | loA] @ [hiB ; loB ; hiB] over K' = 3K, times 1 / (sA sB) in the epilogue
+    const s = splitF16x3(ctx, a, b, transA, transB);
+    const K3 = 3 * K;
+    const done = matmulTc(ctx, hp, {
+      M: Mk, N, K: K3, batch, sa: 3 * sa, sb: 3 * sb, lda: transA ? lda : K3, ldb: transB ? K3 : ldb, transA, transB,
+      alpha: opts.alpha ?? 1, accumulate: !!opts.accumulate, biasDtype: opts.bias?.dtype ?? 'f16', hasBias: !!opts.bias,
+      tile: opts.tcTile, gscale: true,
+    }, [s.a3, s.b3, opts.bias?.buffer ?? s.a3, c.buffer, s.sc]);
+    for (const x of [s.a3, s.b3, s.sc]) ctx.release(x);
+    if (done) return c;
+    if (opts.tensorCores) throw new ShapeError(`matmul: tensorCores: true, but the tensor-core kernel is not ready (await tensorCoresReady(ctx); failures: tcFailures(ctx))`);
+    // the tensor-core kernel is still being checked (or failed its check): the portable f32 kernels run this time
+  }
   const path = matmulPath(ctx, a.dtype, b.dtype, opts, K);
   let variant = opts.variant ?? 'auto';
   if (variant === 'auto' && !path.tc && !opts.tile) {
@@ -205,6 +224,23 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
     M: Mk, N, K, batch, sa, sb, lda, ldb, transA, transB, alpha: opts.alpha ?? 1, accumulate: !!opts.accumulate, bias: opts.bias,
   });
   return c;
+}
+
+/**
+ * The tensor-core plan for an f32 x f32 product at 'high' precision (see ops/core/matmul-f16x3.ts), or null for the
+ * usual path: f32 operands, precision 'high', no portable variant, tile or split asked for, tensor cores not
+ * refused, K of at least TC_MIN_K, both output dims above SKINNY (LoRA's rank-r products stay portable), the f16
+ * copies within one binding, and an adapter with a plan.
+ */
+function highPrecisionPlan(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: MatmulOptions, M: number, N: number, K: number, batch: number): TensorCorePlan | null {
+  if (opts.precision !== undefined && opts.precision !== 'high' && opts.precision !== 'highest')
+    throw new ConfigError(`matmul: precision must be 'highest' or 'high', got ${JSON.stringify(opts.precision)}`);
+  if (a.dtype !== 'f32' || b.dtype !== 'f32' || (opts.precision ?? f32MatmulPrecision(ctx)) !== 'high') return null;
+  if (opts.tensorCores === false || (opts.variant !== undefined && opts.variant !== 'auto') || opts.tile || (opts.splitK ?? 1) !== 1) return null;
+  if (K < TC_MIN_K || M <= SKINNY || N <= SKINNY || batch > 65535) return null;
+  if (Math.max(numel(a.shape), numel(b.shape)) * 6 > ctx.maxBinding) return null;
+  const p = contextTcPlan(ctx);
+  return 'frag' in p ? p : null;
 }
 
 /** A kernel choice for one product: a numbered variant or a tile, and split-K chunks (1: none). */
