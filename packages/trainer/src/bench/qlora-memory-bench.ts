@@ -245,7 +245,7 @@ async function runOne(run: string, layers: number): Promise<RunResult> {
   const names = new Map<GpuBuffer, string>();
   const nameParams = () => {
     for (const [name, p] of model.namedParameters()) {
-      const what = p.requiresGrad ? 'LoRA A/B (f32)' : /layers\.\d+\.(self_attn|mlp)\./.test(name) ? (nf4 ? 'projection weights (NF4 codes)' : 'projection weights (bf16)') : 'embedding, norms, LM head (bf16; the head f16 during the run)';
+      const what = p.requiresGrad ? 'LoRA A/B (f32)' : /layers\.\d+\.(self_attn|mlp)\./.test(name) ? (nf4 ? 'projection weights (NF4 codes)' : 'projection weights (bf16)') : 'embedding (host during the run), norms, LM head (f16 during the run)';
       names.set(rootOf(p.data.buffer), what);
       if (p.grad) names.set(rootOf(p.grad.data.buffer), 'LoRA gradients (f32)');
     }
