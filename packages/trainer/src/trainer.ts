@@ -443,13 +443,13 @@ export class Trainer {
     // loss rounded it to every step), and a frozen token embedding on the host (a step reads a few thousand of its
     // rows), for the run; both put back as they were when it ends. The buffers they leave are not kept by the pool.
     const restore: (() => void)[] = [];
-    if (this.lora) {
-      restore.push((await f16OperandsForRun(this.model, this.compute)).restore);
-      const emb = await this.model.offloadEmbedding?.();
-      if (emb) restore.push(emb);
-      this.ctx.trimPool();
-    }
     try {
+      if (this.lora) {
+        restore.push((await f16OperandsForRun(this.model, this.compute)).restore);
+        const emb = await this.model.offloadEmbedding?.();
+        if (emb) restore.push(emb);
+        this.ctx.trimPool();
+      }
       while (this.step < o.maxSteps && !this.stopReason) {
         const f = this.encodeStep();
         const prev = inFlight;

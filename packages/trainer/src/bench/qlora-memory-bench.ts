@@ -6,8 +6,10 @@
  * [--gradient-checkpointing]` does after loading: a Llama model with bf16 weights (NF4 with double-quantized
  * scales, blocks of 64, for the seven projections of every layer; embedding, norms and LM head stay bf16), LoRA
  * on all seven projections, AdamW, the Trainer with `mixedPrecision: 'bf16'` (f16 compute, loss scaling) and
- * gradient clipping at 1. The peak is the pool's allocated peak from the first step on (`ctx.memory.peak`,
- * what the CLI's summary reports), in a GPU context of its own per run.
+ * gradient clipping at 1 (as a LoRA run's `fit` does, the LM head is held in f16 and the token embedding on the host
+ * during the run). The peak is the pool's allocated peak from the first step on (`ctx.memory.peak`, what the CLI's
+ * summary reports), in a GPU context of its own per run; `peakByOpGiB` gives the highest live bytes reached inside
+ * each op (the runners-up of the peak).
  *
  * Accounting: the bench wraps the context's buffer pool (acquire / release) and every registered autograd op
  * (forward / backward) so that each buffer carries the op that allocated it ("swiglu.fwd", "lora-linear.bwd",
