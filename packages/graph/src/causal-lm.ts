@@ -10,7 +10,7 @@ import {
   type DType,
 } from '@rusty/backend';
 import { autocast, checkpoint, computeDtype, crossEntropy, linear, linearCrossEntropy, reshape, scale, tanh, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
-import { checkpointSegment } from './checkpoint-segments';
+import { checkpointSegments } from './checkpoint-segments';
 import type { DecoderLayer } from './architecture';
 import type { ModelConfig, RopeConfig } from './config';
 import type { KVCache } from './kv-cache';
@@ -81,12 +81,12 @@ export class CausalLM extends Module {
   lmHead: Linear | null;
   gradientCheckpointing: boolean;
   /**
-   * Under gradient checkpointing, the decoder layers run in segments of this many layers: the forward keeps each
-   * segment's input (f32 [tokens, hidden]) and nothing else, backward recomputes a segment and backpropagates
-   * through it. Every layer is recomputed once whatever the length, so it changes memory only, never the values:
-   * fewer checkpoints against one more layer's saved activations during a segment's backward. null (default): the
-   * length `checkpointSegment` picks for the config and compute dtype (2 at the 1.1B shape under f16: 11 checkpoints
-   * of 16 MiB instead of 22 at 4 x 512 tokens, for one layer's activations of about 130 MiB).
+   * Under gradient checkpointing the decoder layers run in segments: the forward keeps each segment's input (f32
+   * [tokens, hidden]) and nothing else, backward recomputes a segment and backpropagates through it. Every layer is
+   * recomputed once whatever the lengths, so they change memory only, never the values: fewer checkpoints against
+   * more layers' saved activations during a segment's backward. A number: segments of that many layers. null
+   * (default): the schedule `checkpointSegments` picks for the config and compute dtype (the 1.1B shape under f16:
+   * 7 segments of 2 layers, then 8 of 1; 15 checkpoints of 16 MiB at 4 x 512 tokens instead of 22).
    */
   checkpointEvery: number | null;
   /**
@@ -158,17 +158,25 @@ export class CausalLM extends Module {
       }
       const invOf = (i: number) => (this.localInvFreq && c.layerTypes[i] === 'sliding_attention' ? this.localInvFreq : this.invFreq);
       const n = this.layers.length;
-      // segments of `every` layers under checkpointing (one layer each when every state is asked for)
+      // under checkpointing, segments of layers (one layer each when every state is asked for)
       const ckpt = this.gradientCheckpointing && this.training && !opts.cache;
-      const every = !ckpt ? 1 : opts.outputHiddenStates ? 1 : (this.checkpointEvery ?? checkpointSegment(c, computeDtype()));
-      for (let i = 0; i < n; i += every) {
+      const k = this.checkpointEvery;
+      const lengths =
+        !ckpt || opts.outputHiddenStates
+          ? Array<number>(n).fill(1)
+          : k !== null
+            ? Array.from({ length: Math.ceil(n / k) }, (_, s) => Math.min(k, n - s * k))
+            : checkpointSegments(c, computeDtype());
+      let i = 0;
+      for (const len of lengths) {
         if (opts.outputHiddenStates) hidden.push(h);
-        const j = Math.min(n, i + every);
-        const slot = opts.cache ? { kv: opts.cache, layer: i } : undefined;
-        const next = ckpt ? checkpoint((x) => this.runLayers(x, i, j, invOf), h) : this.layers[i]!.forward(h, invOf(i), slot);
+        const [i0, j] = [i, i + len];
+        const slot = opts.cache ? { kv: opts.cache, layer: i0 } : undefined;
+        const next = ckpt ? checkpoint((x) => this.runLayers(x, i0, j, invOf), h) : this.layers[i0]!.forward(h, invOf(i0), slot);
         // the graph keeps what backward needs; drop our reference to the previous state early
         if (!opts.outputHiddenStates) h.dispose();
         h = next;
+        i = j;
       }
       const last = h;
       h = this.norm.forward(h);

@@ -21,7 +21,7 @@ export {
   llamaConfigToJSON,
 } from './registry';
 export { CausalLM, LlamaForCausalLM, shiftLabels, type ModelOptions, type CausalLMOutput, type LossOptions } from './causal-lm';
-export { checkpointSegment, layerSavedRatio } from './checkpoint-segments';
+export { checkpointSegments, layerSavedRatio } from './checkpoint-segments';
 export { KVCache } from './kv-cache';
 export { generate, generateStream, sampleToken, type GenerateOptions } from './generate';
 export { applyLora, mergeLora, unmergeLora, loraModules, LoraLinear, type LoraConfig } from './lora';

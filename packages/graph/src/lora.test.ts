@@ -3,7 +3,7 @@ import { createContext, quantSpec, sizeClass, upload, testing, type Context } fr
 import { add, autocast, linear, loraLinear, noGrad, randn, scale, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CausalLM } from './causal-lm';
-import { checkpointSegment, layerSavedRatio } from './checkpoint-segments';
+import { checkpointSegments, layerSavedRatio } from './checkpoint-segments';
 import { parseModelConfig } from './registry';
 import { Linear } from './layers';
 import { applyLora, LoraLinear, loraModules, mergeLora, unmergeLora } from './lora';
@@ -102,12 +102,15 @@ describe('mergeLora', () => {
     for (const nf4 of [false, true]) expect(await grads(true, nf4), nf4 ? 'nf4' : 'dense').toEqual(await grads(false, nf4));
   });
 
-  it('checkpointed segments of 1, 2 and 3 layers give the same LoRA gradients bit for bit; each keeps only its input', async () => {
-    const config = fixtureConfig('llama-tiny', { num_hidden_layers: 5 });
-    const run = async (every: number | null) => {
+  it('checkpointed segments (1, 2, 3 layers each, and the schedule) give the same LoRA gradients bit for bit; each keeps only its input', async () => {
+    const layers = 20;
+    const config = fixtureConfig('llama-tiny', { num_hidden_layers: layers });
+    const schedule = checkpointSegments(config, 'f16');
+    expect(new Set(schedule).size).toBeGreaterThan(1); // not uniform: longer segments first
+    const run = async (mode: 'plain' | 'auto' | number) => {
       const model = randomModel(ctx, config);
-      model.gradientCheckpointing = every !== null;
-      model.checkpointEvery = every;
+      model.gradientCheckpointing = mode !== 'plain';
+      model.checkpointEvery = typeof mode === 'number' ? mode : null;
       applyLora(model, { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'], seed: 2 });
       let i = 0;
       for (const l of loraModules(model).values()) l.loraB.assign(upload(ctx, randn(l.loraB.size, 300 + i++, 0.1), l.loraB.shape));
@@ -123,27 +126,31 @@ describe('mergeLora', () => {
       model.dispose();
       return { grads, held };
     };
-    const plain = await run(null);
+    const plain = await run('plain');
     const one = await run(1);
-    const ckptBytes = sizeClass(ids.length * config.hiddenSize * 4);
-    for (const k of [2, 3]) {
-      const r = await run(k);
-      expect(r.grads, `every ${k}`).toEqual(plain.grads);
-      // segment inputs: 5 layers in segments of k keep ceil(5 / k) inputs instead of 5
-      expect(one.held - r.held, `every ${k}`).toBe((5 - Math.ceil(5 / k)) * ckptBytes);
-    }
     expect(one.grads).toEqual(plain.grads);
+    const ckptBytes = sizeClass(ids.length * config.hiddenSize * 4);
+    for (const [mode, segments] of [[2, 10], [3, 7], ['auto', schedule.length]] as const) {
+      const r = await run(mode);
+      expect(r.grads, `segments ${mode}`).toEqual(plain.grads);
+      // one input kept per segment instead of one per layer
+      expect(one.held - r.held, `segments ${mode}`).toBe((layers - segments) * ckptBytes);
+    }
   });
 
-  it('checkpointSegment: 2 layers a segment at the 1.1B shape under f16, 1 under f32 and for a 2-layer model; checkpointEvery is checked', () => {
+  it('checkpointSegments: 7 x 2 then 8 x 1 layers at the 1.1B shape under f16; longer segments under f16 than f32; checkpointEvery is checked', () => {
     const tiny = parseModelConfig({
       model_type: 'llama', vocab_size: 32000, hidden_size: 2048, intermediate_size: 5632, num_hidden_layers: 22,
       num_attention_heads: 32, num_key_value_heads: 4, max_position_embeddings: 2048, rms_norm_eps: 1e-5,
     });
     expect(layerSavedRatio(tiny, 'f16')).toBeCloseTo(8.25, 10);
-    expect(checkpointSegment(tiny, 'f16')).toBe(2);
-    expect(checkpointSegment(tiny, 'f32')).toBe(1);
-    expect(checkpointSegment(fixtureConfig('llama-tiny'), 'f16')).toBe(1);
+    expect(layerSavedRatio(tiny, 'f32')).toBeCloseTo(14.5, 10);
+    expect(checkpointSegments(tiny, 'f16')).toEqual([...Array(7).fill(2), ...Array(8).fill(1)]);
+    expect(checkpointSegments(tiny, 'f32')).toEqual([...Array(4).fill(2), ...Array(14).fill(1)]);
+    expect(checkpointSegments(fixtureConfig('llama-tiny'), 'f16')).toEqual([1, 1]);
+    // the largest segment cost (j + 1) + (L_j - 1) r is below one layer per segment's
+    const cost = (s: number[], r: number) => Math.max(...s.map((l, j) => j + 1 + (l - 1) * r));
+    expect(cost(checkpointSegments(tiny, 'f16'), 8.25)).toBe(15.25);
     expect(() => new CausalLM(ctx, fixtureConfig('llama-tiny'), { empty: true, checkpointEvery: 0 })).toThrow(/checkpointEvery must be a positive integer or null, got 0/);
   });
 });
