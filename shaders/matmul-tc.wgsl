@@ -3,7 +3,7 @@
 //   op(A) is [M, K]: A stored [M, K] (A_T false) or [K, M] (A_T true).
 //   op(B) is [K, N]: B stored [K, N] (B_T false) or [N, K] (B_T true: HF Linear weights [out, in]).
 // Bindings: a (read, f16 storage), b (read, f16 storage), bias (read, [N] any float dtype; A again when HAS_BIAS is
-//   false), c (rw f32, [batch, M, N]); with GSCALE also gs (read u32 [4]: words 2 and 3 are f32 factors the
+//   false), c (rw f32, [batch, M, N]); with GSCALE also gs (read u32 [514]: words 512, 513 are f32 factors the
 //   product is multiplied by, the 1 / sA and 1 / sB of ops/core/matmul-f16x3.ts). The wrapper re-declares a and b on the same binding numbers as the view the
 //   variant reads (`a4`/`b4`: array<vec4u>, 8 packed halves per 16-byte load; or, for CM variants, `ah`/`bh`:
 //   array<f16>); the generated scalar declarations stay unused (one view per binding is used by the entry point).

@@ -34,9 +34,12 @@ const asF16 = (buf: DeviceTensor['buffer'], n: number): DeviceTensor => ({ buffe
 describe('f32 matmul at high precision: operand split (runs everywhere)', () => {
   it('scales by a power of two from max |x| and writes hi / lo copies along K, side by side or stacked', async () => {
     // A [2, 3, 5] (batch 2, M 3, K 5) not transposed: copies side by side; B [2, 5, 4] not transposed: stacked
+    // odd widths take the scalar kernels, widths and counts that are multiples of 4 the vector ones
     const cases: [number[], number, number][] = [
       [[2, 3, 5], 0.7, 1e-3],
       [[1, 7, 3], 3e4, 1e-30],
+      [[2, 4, 8], 0.7, 1e-3],
+      [[1, 6, 12], 3e4, 1e-30],
     ];
     for (const [shape, ascale, bscale] of cases) {
       const [Bt, R, C] = shape as [number, number, number];
@@ -50,7 +53,7 @@ describe('f32 matmul at high precision: operand split (runs everywhere)', () => 
         const s = splitF16x3(ctx, a, b, transA, transB);
         const a3 = await download(ctx, asF16(s.a3, 3 * n));
         const b3 = await download(ctx, asF16(s.b3, 3 * n));
-        const sc = new Float32Array(await ctx.read(s.sc, 16));
+        const sc = new Float32Array(await ctx.read(s.sc, 514 * 4)).subarray(510);
         const ra = refSplit(av);
         const rb = refSplit(bv);
         expect(sc[2]).toBe(1 / ra.s);
@@ -83,11 +86,24 @@ describe('f32 matmul at high precision: operand split (runs everywhere)', () => 
     }
   });
 
+  it('finds the maximum anywhere in a tensor larger than its 256 workgroups cover in one sweep', async () => {
+    for (const n of [1_100_000, 1_100_001]) {
+      const x = new Float32Array(n).fill(0.5);
+      x[n - 1] = -3000;
+      const t = upload(ctx, x, [1, n]);
+      const s = splitF16x3(ctx, t, t, false, false);
+      const sc = new Float32Array(await ctx.read(s.sc, 514 * 4)).subarray(510);
+      expect([sc[2], sc[3]]).toEqual([2 ** -2, 2 ** -2]);  // 3000 * 4 = 12000 in [2^13, 2^14)
+      for (const b of [s.a3, s.b3, s.sc]) ctx.release(b);
+      release(ctx, t);
+    }
+  });
+
   it('zero, NaN and infinite maxima take s = 1', async () => {
     for (const v of [[0, 0, 0], [1, NaN, 2], [1, Infinity, -3]]) {
       const t = upload(ctx, Float32Array.from(v), [1, 3]);
       const s = splitF16x3(ctx, t, t, false, false);
-      const sc = new Float32Array(await ctx.read(s.sc, 16));
+      const sc = new Float32Array(await ctx.read(s.sc, 514 * 4)).subarray(510);
       expect([sc[2], sc[3]]).toEqual([1, 1]);
       for (const x of [s.a3, s.b3, s.sc]) ctx.release(x);
       release(ctx, t);
@@ -97,12 +113,10 @@ describe('f32 matmul at high precision: operand split (runs everywhere)', () => 
   it('the three copies multiply to A B within about 2^-21 of float64 (through the f16 product the tensor-core path runs)', async () => {
     // Here without tensor cores: the f16 copies go through the portable f16 matmul and the 1 / (sA sB) is applied
     // on the host; on the GPU machine the tensor-core cases check the fused path (matmul-tc.cases.ts).
-    const M = 9;
-    const K = 70;
-    const N = 11;
-    const av = Float32Array.from(randn(M * K, 21), (v) => v * 0.03);
-    const bv = Float32Array.from(randn(K * N, 22), (v) => v * 250);
+    for (const [M, K, N] of [[9, 70, 11], [12, 72, 20]] as const)
     for (const [transA, transB] of [[false, false], [false, true], [true, false], [true, true]] as const) {
+      const av = Float32Array.from(randn(M * K, 21), (v) => v * 0.03);
+      const bv = Float32Array.from(randn(K * N, 22), (v) => v * 250);
       const a = upload(ctx, av, transA ? [K, M] : [M, K]);
       const b = upload(ctx, bv, transB ? [N, K] : [K, N]);
       const s = splitF16x3(ctx, a, b, transA, transB);
@@ -110,7 +124,7 @@ describe('f32 matmul at high precision: operand split (runs everywhere)', () => 
       const b3: DeviceTensor = { buffer: s.b3, dtype: 'f16', shape: transB ? [N, 3 * K] : [3 * K, N] };
       const c = matmul(ctx, a3, b3, { transA, transB, tensorCores: false });
       const got = await download(ctx, c);
-      const sc = new Float32Array(await ctx.read(s.sc, 16));
+      const sc = new Float32Array(await ctx.read(s.sc, 514 * 4)).subarray(510);
       const A = (m: number, k: number) => av[transA ? k * M + m : m * K + k]!;
       const B = (k: number, n: number) => bv[transB ? n * K + k : k * N + n]!;
       let worst = 0;

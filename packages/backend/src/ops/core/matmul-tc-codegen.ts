@@ -51,7 +51,7 @@ export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, tran
     c('AS_STRIDE', a.stride) + c('AS_SIZE', a.size) + c('BS_STRIDE', b.stride) + c('BS_SIZE', b.size) +
     `const A_T: bool = ${transA};\nconst B_T: bool = ${transB};\n` +
     Object.entries(flags).map(([k, v]) => `const ${k}: bool = ${v};\n`).join('') +
-    (flags.GSCALE ? 'fn gscale() -> f32 { return bitcast<f32>(read_gs(2u)) * bitcast<f32>(read_gs(3u)); }\n' : 'fn gscale() -> f32 { return 1.0; }\n') +
+    (flags.GSCALE ? 'fn gscale() -> f32 { return bitcast<f32>(read_gs(512u)) * bitcast<f32>(read_gs(513u)); }\n' : 'fn gscale() -> f32 { return 1.0; }\n') +
     // subgroup_matrix_left<T, K, M> is M rows x K columns; right<T, N, K> is K x N; result<T, N, M> is M x N
     `alias Lm = subgroup_matrix_left<f16, ${SK}, ${SM}>;\n` +
     `alias Rm = subgroup_matrix_right<f16, ${SN}, ${SK}>;\n` +
