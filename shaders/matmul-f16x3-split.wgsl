@@ -16,8 +16,8 @@
 // Prepended by the wrapper: VEC, ld4 / ld1 (as in matmul-f16x3-absmax.wgsl), st2(isb, q, v) (output words 2q,
 //   2q + 1 of outb or outa, through a vec2<u32> view when VEC) and st1(isb, t, w) (word t).
 // Params: na, Ra, Ca, cola, loa, ga (A's elements, rows, columns, layout, lo mask, absmax workgroups), the same
-//   for B, wa (workgroups of A here).
-// Workgroup: 256 threads; grid (wa + wb).
+//   for B, wa and wb (workgroups of A and of B here).
+// Workgroup: 256 threads; grid 2-D (x * y >= wa + wb workgroups, numbered x-first; the rest return at once).
 var<workgroup> red: array<u32, 256>;
 
 fn scale_exp(mbits: u32) -> i32 {
@@ -58,9 +58,11 @@ fn out_index(o: Op, row: u32, c: u32, j: u32) -> u32 {
 }
 
 @compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) tid: u32) {
-  let isb = wid.x >= p.wa;
-  let w = select(wid.x, wid.x - p.wa, isb);
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let wl = wid.x + wid.y * nwg.x;
+  if (wl >= p.wa + p.wb) { return; }
+  let isb = wl >= p.wa;
+  let w = select(wl, wl - p.wa, isb);
   var o = Op(p.na, p.Ra, p.Ca, p.cola, p.loa);
   if (isb) { o = Op(p.nb, p.Rb, p.Cb, p.colb, p.lob); }
   let g = select(p.ga, p.gb, isb);

@@ -99,6 +99,26 @@ describe('f32 matmul at high precision: operand split (runs everywhere)', () => 
     }
   });
 
+  it('splits a tensor that needs more than 65535 workgroups (a 2-D grid)', async () => {
+    // odd width: the scalar kernel, one output word per thread, 3n / 2 / 256 > 65535 workgroups
+    const R = 3_800_001;
+    const C = 3;
+    const x = Float32Array.from({ length: R * C }, (_, i) => ((i % 1000) - 500) / 64);
+    const t = upload(ctx, x, [R, C]);
+    const s = splitF16x3(ctx, t, t, false, false);
+    const a3 = await download(ctx, asF16(s.a3, 3 * R * C));
+    const r = refSplit(x.subarray(0, 1000));
+    expect(r.s).toBe(2 ** 11);  // max |x| = 500 / 64 in [4, 8): times 2^11 in [2^13, 2^14)
+    for (const row of [0, 1, R - 2, R - 1])
+      for (let c = 0; c < C; c++)
+        for (let j = 0; j < 3; j++) {
+          const i = row * C + c;
+          expect(a3[row * 3 * C + j * C + c]).toBe((j === 2 ? r.lo : r.hi)[i % 1000]);
+        }
+    for (const b of [s.a3, s.b3, s.sc]) ctx.release(b);
+    release(ctx, t);
+  });
+
   it('zero, NaN and infinite maxima take s = 1', async () => {
     for (const v of [[0, 0, 0], [1, NaN, 2], [1, Infinity, -3]]) {
       const t = upload(ctx, Float32Array.from(v), [1, 3]);

@@ -106,7 +106,9 @@ export function splitF16x3(ctx: Context, a: DeviceTensor, b: DeviceTensor, trans
   const threads = (x: { n: number }) => (vecSplit ? x.n / 4 : words(x));
   const wa = Math.max(1, Math.ceil(threads(A) / 256));
   const wb = Math.max(1, Math.ceil(threads(B) / 256));
-  if (wa + wb > 65535) throw new ShapeError(`matmul: ${wa + wb} workgroups of the f16x3 split are more than one dispatch takes`);
+  const gx = Math.min(wa + wb, 65535);
+  const gy = Math.ceil((wa + wb) / gx);
+  if (gy > 65535) throw new ShapeError(`matmul: ${wa + wb} workgroups of the f16x3 split are more than one dispatch takes`);
   const k = cachedKernel(ctx, `mm-f16x3-split:${+vecSplit}`, () => ({
     name: `matmul_f16x3_split${vecSplit ? '_v4' : ''}`,
     code: views(vecSplit, true) + splitWgsl,
@@ -117,9 +119,9 @@ export function splitF16x3(ctx: Context, a: DeviceTensor, b: DeviceTensor, trans
       { name: 'outa', access: 'rw', dtype: 'u32' },
       { name: 'outb', access: 'rw', dtype: 'u32' },
     ],
-    params: ['u32:na', 'u32:Ra', 'u32:Ca', 'u32:cola', 'u32:loa', 'u32:ga', 'u32:nb', 'u32:Rb', 'u32:Cb', 'u32:colb', 'u32:lob', 'u32:gb', 'u32:wa'],
+    params: ['u32:na', 'u32:Ra', 'u32:Ca', 'u32:cola', 'u32:loa', 'u32:ga', 'u32:nb', 'u32:Rb', 'u32:Cb', 'u32:colb', 'u32:lob', 'u32:gb', 'u32:wa', 'u32:wb'],
     consts: { VEC: vecSplit },
   }));
-  ctx.dispatch(k, [a.buffer, b.buffer, sc, a3, b3], [wa + wb, 1, 1], [A.n, A.R, A.C, +!transA, LO.a, ga, B.n, B.R, B.C, +transB, LO.b, gb, wa]);
+  ctx.dispatch(k, [a.buffer, b.buffer, sc, a3, b3], [gx, gy, 1], [A.n, A.R, A.C, +!transA, LO.a, ga, B.n, B.R, B.C, +transB, LO.b, gb, wa, wb]);
   return { a3, b3, sc };
 }
