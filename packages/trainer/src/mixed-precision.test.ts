@@ -178,7 +178,7 @@ describe('mixed precision', () => {
     // vocab 4096: the head and the embedding [4096, 32] are 256 KiB each in bf16; the loss (one chunk of [32, 4096]
     // f32 logits and their gradient) is each step's peak
     const tableBytes = 4096 * 32 * 2;
-    const run = async (before: boolean) => {
+    const run = async (before: boolean, lora?: boolean) => {
       const model = new LlamaForCausalLM(ctx, parseLlamaConfig({ ...TINY, vocab_size: 4096 }), { seed: 1, dtype: 'bf16' });
       applyLora(model, { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'], seed: 3 });
       if (before) {
@@ -199,7 +199,7 @@ describe('mixed precision', () => {
       let live1 = 0;
       let held = 0;
       const t = new Trainer({
-        model, optimizer, data, maxSteps: 2, mixedPrecision: 'bf16', signals: false, pipeline: false,
+        model, optimizer, data, maxSteps: 2, mixedPrecision: 'bf16', signals: false, pipeline: false, lora,
         callbacks: {
           onStep: (m) => {
             losses.push(m.loss);
@@ -240,6 +240,11 @@ describe('mixed precision', () => {
     // copy less
     expect(before.held - now.held).toBe(sizeClass(tableBytes) - sizeClass(4));
     expect(before.stepPeak - now.stepPeak).toBe(sizeClass(tableBytes));
+    // the same with plain trainable-weight checkpoints (lora: false), as rusty finetune saves them
+    const plain = await run(false, false);
+    expect(plain.during).toEqual(now.during);
+    expect(plain.losses).toEqual(now.losses);
+    expect(plain.restored).toEqual([true, true]);
   });
 
   it('f16 compute refuses weights beyond f16 range, naming them (a bf16 checkpoint value of 1e5)', async () => {

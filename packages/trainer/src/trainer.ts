@@ -62,6 +62,8 @@ export class Trainer {
   private readonly callbacks: TrainerCallbacks[];
   private readonly params: Tensor[];
   private readonly lora: boolean;
+  /** The model has LoRA modules (a frozen base): the run may keep frozen weights elsewhere while it lasts. */
+  private readonly loraRun: boolean;
   private seeds = new Map<string, Tensor>();
   private elapsedBefore = 0;
   private startTime = 0;
@@ -122,7 +124,8 @@ export class Trainer {
     const scaling = mp && (mp.lossScaling ?? (mp.dtype === 'f16' || this.compute === 'f16'));
     this.scaler = opts.scaler ?? (scaling ? new GradScaler(this.ctx) : undefined);
     const asModule = opts.model as unknown as Module;
-    this.lora = opts.lora ?? (typeof asModule.namedModules === 'function' && loraModules(asModule).size > 0);
+    this.loraRun = typeof asModule.namedModules === 'function' && loraModules(asModule).size > 0;
+    this.lora = opts.lora ?? this.loraRun;
   }
 
   /** Request a stop at the next step boundary (a checkpoint is saved when `checkpointDir` is set). */
@@ -444,7 +447,8 @@ export class Trainer {
     // rows), for the run; both put back as they were when it ends. The buffers they leave are not kept by the pool.
     const restore: (() => void)[] = [];
     try {
-      if (this.lora) {
+      // (whatever the checkpoint format: `rusty finetune` saves LoRA runs as plain trainable-weight checkpoints)
+      if (this.loraRun) {
         restore.push((await f16OperandsForRun(this.model, this.compute)).restore);
         const emb = await this.model.offloadEmbedding?.();
         if (emb) restore.push(emb);
