@@ -26,6 +26,7 @@ describe('compute paths', () => {
     const tc = ctx.info.features.subgroupMatrix && ctx.info.features.shaderF16;
     expect(p.matmul.f16.path).toBe(tc ? 'tensor-cores' : 'portable');
     for (const d of ['bf16', 'f32'] as const) expect(p.matmul[d].path).toBe('portable');
+    expect(p.f32High.path).toBe(tc ? 'tensor-cores' : 'portable');
     if (!ctx.info.features.subgroupMatrix) expect(p.matmul.f16.reason).toMatch(/no chromium-experimental-subgroup-matrix/);
     else expect(p.matmul.f16.detail).toMatch(/^subgroup matrices \d+x\d+x\d+ f16 -> f32/);
     expect(p.matmul.bf16.reason).toMatch(/operands are bf16 x bf16, tensor cores take f16 x f16/);
@@ -51,8 +52,9 @@ describe('compute paths', () => {
     expect(p.matmul.f16.detail).toContain(`subgroup matrices 16x16x16 f16 -> f32, subgroup size 32; tiles ${big.bm}x${big.bn}x${big.bk} (2048 x 5632)`);
     expect(p.matmul.bf16).toMatchObject({ path: 'portable', reason: expect.stringMatching(/bf16 x bf16/) });
     expect(p.matmul.f32).toMatchObject({ path: 'portable', reason: expect.stringMatching(/f32 x f32/) });
+    expect(p.f32High).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^three f16 products per f32 product over 3K \(about 22 bits\), subgroup matrices 16x16x16/) });
     for (const D of ['D=64', 'D=128'])
-      expect(p.attention[D]!).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^flash attention, Q K\^T and P V on subgroup matrices 16x16x16 f16 -> f32, softmax in f32; tiles fwd \d+x\d+, dK\/dV \d+x\d+, dQ \d+x\d+$/) });
+      expect(p.attention[D]!).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^flash attention, Q K\^T and P V on subgroup matrices 16x16x16 f16 -> f32, softmax in f32; tiles fwd \d+x\d+, dK\/dV \d+x\d+, dQ \d+x\d+ \(from stored dS \d+x\d+\)$/) });
     const lines = computePathLines(p);
     expect(lines[1]).toMatch(/^ {2}matmul f16 x f16 +tensor cores: subgroup matrices 16x16x16/);
     // Apple through Metal offers 8x8x8: never a hard-coded fragment

@@ -15,6 +15,8 @@ export interface ComputePath {
 /** The kernel paths of an adapter: matmul per operand dtype, attention (f16 q, k, v) per head dim. */
 export interface ComputePaths {
   matmul: Record<FloatDType, ComputePath>;
+  /** f32 x f32 at `--matmul-precision high` (three f16 tensor-core products per f32 product where possible). */
+  f32High: ComputePath;
   /** By `D=<head dim>`; f32 and bf16 inputs always take the portable kernels. */
   attention: Record<string, ComputePath>;
 }
@@ -66,7 +68,7 @@ function attentionOf(ctx: Context, D: number): ComputePath {
       path: 'tensor-cores',
       detail:
         `flash attention, Q K^T and P V on subgroup matrices ${f.M}x${f.N}x${f.K} ${f.componentType} -> ${f.resultComponentType}, softmax in f32; ` +
-        `tiles fwd ${block(p.tiles.fwd)}, dK/dV ${block(p.tiles.dkdv)}, dQ ${block(p.tiles.dq)}`,
+        `tiles fwd ${block(p.tiles.fwd)}, dK/dV ${block(p.tiles.dkdv)}, dQ ${block(p.tiles.dq)} (from stored dS ${block(p.tiles.dqds)})`,
     };
   } catch (e) {
     if (!TC_REFUSAL.test((e as Error).message)) throw e;
@@ -77,10 +79,18 @@ function attentionOf(ctx: Context, D: number): ComputePath {
   return { path: 'portable', detail: `flash attention, f32 arithmetic (f16/bf16 inputs unpacked); tiles fwd ${s(t.fwd)}, dK/dV ${s(t.dkdv)}, dQ ${s(t.dq)}`, reason };
 }
 
+/** f32 at precision 'high' runs where f16 x f16 takes the tensor cores (see the backend's matmul-f16x3.ts). */
+function f32HighOf(f16: ComputePath): ComputePath {
+  if (f16.path === 'portable') return { path: 'portable', detail: UNPACKED.f32, reason: f16.reason ?? 'no tensor cores' };
+  return { path: 'tensor-cores', detail: `three f16 products per f32 product over 3K (about 22 bits), ${f16.detail}` };
+}
+
 /** Which matmul and attention kernels this adapter runs (what `rusty devices` shows). */
 export function computePaths(ctx: Context): ComputePaths {
+  const f16 = matmulOf(ctx, 'f16');
   return {
-    matmul: { f16: matmulOf(ctx, 'f16'), bf16: matmulOf(ctx, 'bf16'), f32: matmulOf(ctx, 'f32') },
+    matmul: { f16, bf16: matmulOf(ctx, 'bf16'), f32: matmulOf(ctx, 'f32') },
+    f32High: f32HighOf(f16),
     attention: Object.fromEntries(HEAD_DIMS.map((D) => [`D=${D}`, attentionOf(ctx, D)])),
   };
 }
@@ -92,6 +102,7 @@ export function computePathLines(p: ComputePaths): string[] {
   return [
     'compute paths',
     ...(['f16', 'bf16', 'f32'] as const).map((d) => line(`matmul ${d} x ${d}`, p.matmul[d])),
+    line('matmul f32, high', p.f32High),
     ...Object.entries(p.attention).map(([k, c]) => line(`attention f16 ${k}`, c)),
   ];
 }

@@ -60,6 +60,7 @@ describe('rusty (built CLI, as a subprocess)', () => {
     await expectOneLineError(['train', '--steps', '0'], /--steps' must be a positive integer/, 2);
     await expectOneLineError(['train', '--lr', 'fast'], /--lr' expects a number, got 'fast'/, 2);
     await expectOneLineError(['finetune', '--model', 'x', '--data', 'y', '--mixed-precision', 'fp8'], /must be one of no, f16, bf16/, 2);
+    await expectOneLineError(['train', '--matmul-precision', 'medium'], /must be one of highest, high/, 2);
     await expectOneLineError(['generate', '--model', 'x'], /--prompt "\.\.\." is required/, 2);
     await expectOneLineError(['inspect'], /missing file or directory/, 2);
     writeFileSync(join(work, 'bad-config.json'), JSON.stringify({ rank: 8 }));

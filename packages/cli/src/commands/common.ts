@@ -1,4 +1,4 @@
-import { createContext, type Context } from '@rusty/backend';
+import { createContext, setF32MatmulPrecision, type Context, type F32MatmulPrecision } from '@rusty/backend';
 import { flag, withDefault } from '../args';
 
 /** Flags of the data a command reads. */
@@ -22,6 +22,7 @@ export function loopFlags(d: { steps: number | string; lr: number | string; weig
     warmup: flag.int('warm-up steps of the learning rate ; default 5% of --steps', { min: 0 }),
     'weight-decay': withDefault(flag.num('AdamW weight decay (not applied to norms and biases)', { min: 0 }), d.weightDecay),
     'grad-clip': withDefault(flag.num('clip the global gradient norm to this (0: no clipping)', { min: 0 }), 1),
+    'matmul-precision': withDefault(flag.choice(['highest', 'high'], "f32 products: highest = f32 FMA on the portable kernels; high = three f16 tensor-core products per f32 product, about 22 significant bits (f32 has 24, TF32 11), where the GPU has tensor cores (PyTorch's set_float32_matmul_precision('high') names the same trade); f16 products of --mixed-precision are not affected"), 'highest'),
     'gradient-checkpointing': flag.bool('recompute each layer in the backward pass instead of keeping its activations (less memory, ~30% slower)'),
     'val-split': withDefault(flag.num('share of the data windows held out for validation', { min: 0, below: 1 }), 0.05),
     'eval-every': flag.int('evaluate on the validation windows every N steps (default: at the end)', { min: 1 }),
@@ -34,9 +35,11 @@ export function loopFlags(d: { steps: number | string; lr: number | string; weig
   };
 }
 
-/** The GPU context. */
-export async function openContext(): Promise<Context> {
-  return createContext();
+/** The GPU context, its f32 products at `precision` (default 'highest'; `--matmul-precision`). */
+export async function openContext(precision: F32MatmulPrecision = 'highest'): Promise<Context> {
+  const ctx = await createContext();
+  setF32MatmulPrecision(ctx, precision);
+  return ctx;
 }
 
 /** A line about software adapters (so slowness is no surprise). */

@@ -1,6 +1,6 @@
 import { stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { fmtBytes, setF32MatmulPrecision, type Context, type QuantSpec } from '@rusty/backend';
+import { fmtBytes, type Context, type QuantSpec } from '@rusty/backend';
 import { applyLora, dequantizeLinears, loraTargets, mergeLora, parameterShapes, quantizedLinears, type CausalLM, type ModelConfig } from '@rusty/graph';
 import type { Tokenizer } from '@rusty/loader';
 import { flag, parseArgs, withDefault, type CommandSpec, type OptionsOf } from '../args';
@@ -42,7 +42,6 @@ const flags = {
   pack: withDefault(flag.choice(['auto', 'yes', 'no'], 'concatenate documents into full windows (yes), or one padded window per document (no); auto: no for JSONL'), 'auto'),
   ...loopFlags({ steps: 100, lr: 2e-4, weightDecay: 0, batch: 4 }),
   'mixed-precision': withDefault(flag.choice(['no', 'f16', 'bf16'], "mixed precision as PyTorch AMP: matmuls and attention on f16 inputs with f32 accumulation (tensor cores where the GPU has them), norms, softmax, loss and LoRA weights in f32, dynamic loss scaling; frozen base weights stored in f16, or in bf16 (a bf16 checkpoint kept as is, rounded to f16 per product); a weight beyond f16's range is an error naming it"), 'no'),
-  'matmul-precision': withDefault(flag.choice(['highest', 'high'], "f32 products (without --mixed-precision, and the f32 ones with it): highest = f32 FMA on the portable kernels; high = three f16 tensor-core products per f32 product, about 22 significant bits (f32 has 24, TF32 11), where the GPU has tensor cores (PyTorch's set_float32_matmul_precision('high') names the same trade)"), 'highest'),
   ...quantFlags,
   merge: flag.bool('also write the base model with the adapter merged into its weights, in <out>/merged'),
   'merge-dtype': flag.choice(['f32', 'f16', 'bf16'], 'storage dtype of the merged model (default f32; with --quantize, the dtype the base was stored in)'),
@@ -215,9 +214,8 @@ export async function finetuneCommand(argv: string[]): Promise<number> {
   checkWarmup(o.warmup, o.steps!);
   const lock = await prepareOutDir(out, { resume: !!o.resume, overwrite: !!o.overwrite, command: 'rusty finetune' });
   try {
-    const ctx = await openContext();
+    const ctx = await openContext(o.matmulPrecision);
     try {
-      setF32MatmulPrecision(ctx, o.matmulPrecision ?? 'highest');
       const r = await finetuneModel(ctx, o);
       if (r.interrupted) return reportInterrupted('finetune', r.run, o.out);
       const lines = summaryLines('finetune', r.run, [

@@ -66,7 +66,7 @@ TypeScript sources when the CLI runs from a checkout, else generated code. Progr
 type TrainOpts = OptionsOf<typeof flags>;
 
 /** Settings that a resumed run may change. */
-const RESUMABLE = ['steps', 'logEvery', 'saveEvery', 'evalEvery', 'resume', 'overwrite', 'out', 'config'];
+const RESUMABLE = ['steps', 'logEvery', 'saveEvery', 'evalEvery', 'resume', 'overwrite', 'out', 'config', 'matmulPrecision'];
 
 function defaultIntermediate(h: number): number {
   return Math.max(16, Math.round((h * 8) / 3 / 16) * 16);
@@ -191,7 +191,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
   if (o.steps !== undefined) checkWarmup(o.warmup, o.steps);
   const lock = await prepareOutDir(out, { resume: !!o.resume, overwrite: !!o.overwrite, command: 'rusty train' });
   try {
-    const ctx = await openContext();
+    const ctx = await openContext(o.matmulPrecision);
     try {
       const r = await trainModel(ctx, o);
       if (r.interrupted) return reportInterrupted('train', r.run, o.out);
