@@ -5,6 +5,13 @@
 // which therefore runs after this one.
 //   P = exp(S - lse) (masked entries 0),  dP = dO V^T,  dS = P * (dP - delta) * S',  dQ = scale * dS K
 // with S = cap(scale * Q K^T) and S' its derivative (attn_score of attention-mask.wgsl).
+// With DS = 1 (RC = 0) it reads dS instead: the dK/dV pass (attention-tc-bwd-dkdv.wgsl with WDS = 1) stored it,
+// already scaled and rounded to f16 from the same f32 terms, so only dQ += dS K runs (S, P, dP and delta are not
+// recomputed; the two modes differ only in summation order). Bindings then: k, ds read f16 [B, Hq, S, TP] (TP = T
+// rounded up to 8; row s of head h holds dS[t, s] for every query t; read as vec4u ds4, 8 queries per load),
+// dq_out; delta comes from attention-bwd-pre.wgsl. dS entries of pairs the mask rule hides may never have been
+// written (the dK/dV pass only visits the query blocks its keys see): tiles with such pairs are masked per
+// element while staging, so garbage never reaches a product.
 // Bindings: q read f16 [B, T, Hq, D]; k, v read f16 [B, S, Hkv, D]; dout read f16|f32|bf16 [B, T, Hq, D];
 //   lse read f32 [B, Hq, T]; mask read i32|u32 [B, S] (1 = keep; a dummy when hasMask = 0); out read
 //   f32|f16|bf16 [B, T, Hq, D] (the forward's output); delta rw f32 [B, Hq, T]; dq_out rw f32 [B, T, Hq, D]. With VEC = 1 (D % 8 == 0) q, k, v are also read as vec4u (q4,
@@ -13,8 +20,9 @@
 //   capin (= scale / softcap), capmul (= softcap * log2 e; 0 = none): the params of attention-bwd-dq.wgsl.
 // Prepended by the wrapper (ops/attention/flash-tc.ts): aliases Lm, Rm, Acc of the adapter's fragment
 //   (SM x SN x SK), the loads ld_q, ld_do (left, from Ks / Vs where Q / dO are staged), ld_kt, ld_vt (right,
-//   K^T / V^T: col_major from Ks / Vs), ld_ds (left, from Ps), ld_k (right, from Ks), and unit_q / unit_k /
-//   unit_v / unit_do (8 halves from global memory) and at_do (one element of dout as f32).
+//   K^T / V^T: col_major from Ks / Vs), ld_ds (left, from Ps: row_major, or col_major with DS where Ps holds dS
+//   as keys x queries), ld_k (right, from Ks), and unit_q / unit_k / unit_v / unit_do (8 halves from global
+//   memory) and at_do (one element of dout as f32); with DS only ld_ds, ld_k, unit_k and the ds4 view.
 // Scheme: as attention-tc-fwd.wgsl: NSG subgroups own SM query rows each (BR = NSG * SM), Q and dO kept in
 //   registers as left matrices; per key tile (K, V staged as f16, next tile fetched one tile ahead): S -> Ss,
 //   each thread turns its row's columns into P (kept in registers), then dP -> Ss, dS * scale -> Ps (f16),
@@ -22,7 +30,8 @@
 //   Ss to dq_out.
 // Template: `const` lines and `//@unroll` blocks are rewritten by the wrapper (specialize in common.ts).
 // Constants: as attention-tc-fwd.wgsl (LTPR = log2 TPR); KROWS = max(BR, BC) rows of Ks and Vs; CPT = BC / TPR,
-//   OPT = DP / TPR.
+//   OPT = DP / TPR; DS and RC = 1 - DS (unroll counts of the two modes' blocks); PROWS rows of Ps (BR, or BC
+//   with DS); NSU = ceil(BC * BR / 8 / NT) 8-half units of a dS tile per thread (DS).
 // Workgroup: NT = NSG * SG threads; grid (ceil(T / BR), Hq, B).
 const D: u32 = 64u;
 const DP: u32 = 64u;
@@ -49,6 +58,10 @@ const NKU: u32 = 4u;
 const NKM: u32 = 1u;
 const VEC: u32 = 1u;
 const VECD: u32 = 1u;
+const DS: u32 = 0u;
+const RC: u32 = 1u;
+const PROWS: u32 = 64u;
+const NSU: u32 = 4u;
 
 const NT: u32 = NSG * SG;
 const NEG: f32 = -1.0e30;
@@ -56,13 +69,16 @@ const LOG2E: f32 = 1.4426950408889634;
 
 var<workgroup> Ks: array<f16, KROWS * KSTR>;
 var<workgroup> Vs: array<f16, KROWS * KSTR>;
-var<workgroup> Ps: array<f16, BR * PSTR>;
+var<workgroup> Ps: array<f16, PROWS * PSTR>;
 var<workgroup> Ss: array<f32, BR * SSTR>;
 var<workgroup> kbias: array<f32, BC>;
 
 var<private> kreg: array<array<vec2<f16>, 4>, NKU>;
 var<private> vreg: array<array<vec2<f16>, 4>, NKU>;
 var<private> mreg: array<f32, NKM>;
+//@unroll z DS
+var<private> sreg: array<vec4u, NSU>;
+//@end
 
 fn put_ks(o: u32, x: array<vec2<f16>, 4>) {
   //@unroll j 4
@@ -78,7 +94,9 @@ fn put_vs(o: u32, x: array<vec2<f16>, 4>) {
   //@end
 }
 
-fn fetch_kv(s1: u32, b: u32, kh: u32, lid: u32) {
+// K (and V) rows s1 .. s1 + BC - 1 of kv head kh into registers (zero past S and D), with RC the key flags, with
+// DS the dS tile of q head h for those keys and queries t0 .. t0 + BR - 1 (zero past S and T).
+fn fetch_kv(s1: u32, b: u32, kh: u32, h: u32, t0: u32, lid: u32) {
   //@unroll u NKU
   {
     let e = lid + $u * NT;
@@ -88,9 +106,24 @@ fn fetch_kv(s1: u32, b: u32, kh: u32, lid: u32) {
     if (e < BC * (DP / 8u) && s1 + row < p.S && c < D) { n = D - c; }
     let g = ((b * p.S + s1 + row) * p.Hkv + kh) * D + c;
     kreg[$u] = unit_k(g, n);
+    //@unroll z RC
     vreg[$u] = unit_v(g, n);
+    //@end
   }
   //@end
+  //@unroll z DS
+  //@unroll u NSU
+  {
+    let e = lid + $u * NT;
+    let row = e / (BR / 8u);
+    let c = (e % (BR / 8u)) * 8u;
+    var w = vec4u();
+    if (e < BC * (BR / 8u) && s1 + row < p.S && t0 + c < p.T) { w = ds4[(((b * p.Hq + h) * p.S + s1 + row) * ((p.T + 7u) & ~7u) + t0 + c) >> 3u]; }
+    sreg[$u] = w;
+  }
+  //@end
+  //@end
+  //@unroll z RC
   //@unroll u NKM
   {
     let j = s1 + lid + $u * NT;
@@ -99,21 +132,48 @@ fn fetch_kv(s1: u32, b: u32, kh: u32, lid: u32) {
     mreg[$u] = select(NEG, 0.0, ok);
   }
   //@end
+  //@end
 }
 
-fn stash_kv(lid: u32) {
+// The fetched tile into Ks (Vs, kbias; with DS Ps, where pairs the mask rule hides are zeroed on `edge` tiles:
+// they may be unwritten).
+fn stash_kv(s1: u32, qa: i32, edge: bool, am: AttnMask, lid: u32) {
   //@unroll u NKU
   {
     let e = lid + $u * NT;
     if (e < BC * (DP / 8u)) {
       let o = (e / (DP / 8u)) * KSTR + (e % (DP / 8u)) * 8u;
       put_ks(o, kreg[$u]);
+      //@unroll z RC
       put_vs(o, vreg[$u]);
+      //@end
     }
   }
   //@end
+  //@unroll z RC
   //@unroll u NKM
   if (lid + $u * NT < BC) { kbias[lid + $u * NT] = mreg[$u]; }
+  //@end
+  //@end
+  //@unroll z DS
+  //@unroll u NSU
+  {
+    let e = lid + $u * NT;
+    if (e < BC * (BR / 8u)) {
+      let row = e / (BR / 8u);
+      let c = (e % (BR / 8u)) * 8u;
+      let w = sreg[$u];
+      let x = array<vec2<f16>, 4>(bitcast<vec2<f16>>(w.x), bitcast<vec2<f16>>(w.y), bitcast<vec2<f16>>(w.z), bitcast<vec2<f16>>(w.w));
+      //@unroll j 8
+      {
+        var y = x[$j / 2u][$j % 2u];
+        if (edge && !attn_visible(am, qa + i32(c + $j), i32(s1 + row))) { y = 0.0h; }
+        Ps[row * PSTR + c + $j] = y;
+      }
+      //@end
+    }
+  }
+  //@end
   //@end
 }
 
@@ -128,7 +188,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   let r = vt / TPR;
   let cp = vt % TPR;
   let rb = sg * SM;
+  let t = t0 + r;
 
+  //@unroll z RC
   // Q -> Ks and dO -> Vs (zero rows past T, zero columns past D), then into registers as left matrices.
   for (var u = lid; u < BR * (DP / 8u); u += NT) {
     let row = u / (DP / 8u);
@@ -147,7 +209,6 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
 
   // delta of row t = rowsum(dO * O) from the stored values (f32), summed by the TPR threads of the row in a fixed
   // order, and written for the dK/dV pass
-  let t = t0 + r;
   var lrow = 3.0e38;  // rows past T: P = 0
   var drow = 0.0;
   if (t < p.T) {
@@ -161,6 +222,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     lrow = lse[(b * p.Hq + h) * p.T + t] * LOG2E;
     if (cp == 0u) { delta[(b * p.Hq + h) * p.T + t] = drow; }
   }
+  //@end
 
   let am = attn_mask(p.causal, p.window);
   let qa = p.qOffset + i32(t0);
@@ -173,14 +235,16 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
   var g$n = zacc;
   //@end
 
-  fetch_kv(kt0 * BC, b, kh, lid);
+  if (nTiles > kt0) { fetch_kv(kt0 * BC, b, kh, h, t0, lid); }
   for (var kt = kt0; kt < nTiles; kt++) {
     let s0 = kt * BC;
+    let edge = !attn_all_visible(am, qa, qa + i32(BR) - 1, i32(s0), i32(s0 + BC) - 1);
     workgroupBarrier();
-    stash_kv(lid);
+    stash_kv(s0, qa, edge, am, lid);
     workgroupBarrier();
-    if (kt + 1u < nTiles) { fetch_kv(s0 + BC, b, kh, lid); }
+    if (kt + 1u < nTiles) { fetch_kv(s0 + BC, b, kh, h, t0, lid); }
 
+    //@unroll z RC
     //@unroll j NBN
     {
       var s$j = zacc;
@@ -192,7 +256,6 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     //@end
     workgroupBarrier();
 
-    let edge = !attn_all_visible(am, qa, qa + i32(BR) - 1, i32(s0), i32(s0 + BC) - 1);
     let qpos = qa + i32(r);
     var pv: array<f32, CPT>;
     var cd: array<f32, CPT>;
@@ -225,10 +288,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, 
     }
     //@end
     workgroupBarrier();
+    //@end
 
+    // dQ += dS K (dS in Ps: queries x keys, or keys x queries with DS)
     //@unroll n NDN
     //@unroll k NBK
-    g$n = subgroupMatrixMultiplyAccumulate(ld_ds(rb * PSTR + $k * SK), ld_k($k * SK * KSTR + $n * SN), g$n);
+    g$n = subgroupMatrixMultiplyAccumulate(ld_ds(select(rb * PSTR + $k * SK, $k * SK * PSTR + rb, DS == 1u)), ld_k($k * SK * KSTR + $n * SN), g$n);
     //@end
     //@end
   }

@@ -14,7 +14,6 @@
 import fwdWgsl from '../../../../../shaders/attention-tc-fwd.wgsl';
 import dqWgsl from '../../../../../shaders/attention-tc-bwd-dq.wgsl';
 import dkdvWgsl from '../../../../../shaders/attention-tc-bwd-dkdv.wgsl';
-import dqdsWgsl from '../../../../../shaders/attention-tc-bwd-dq-ds.wgsl';
 import type { BufferBinding, Context, ContextInfo, Kernel } from '../../context';
 import type { DType } from '../../dtype';
 import type { KernelDef, ParamSpec } from '../../kernel';
@@ -82,14 +81,6 @@ export function tcAttnConsts(kind: TcAttnKind, plan: TensorCorePlan, D: number, 
   const rows = t.nsg * SM;
   const NT = t.nsg * SG;
   const frag = { NSG: t.nsg, SG, SM, SN, SK, TPR, D, DP, NDN: DP / SN, OPT: DP / TPR };
-  if (kind === 'dqds') {
-    const BR = rows;
-    const BC = t.b;
-    return {
-      ...frag, BR, BC, KSTR: DP + 8, PSTR: BR + 8, SSTR: DP + 4, NBK: BC / SK,
-      NKU: Math.ceil((BC * DP) / 8 / NT), NSU: Math.ceil((BC * BR) / 8 / NT),
-    };
-  }
   if (kind === 'dkdv') {
     const BC = rows;
     const BR = t.b;
@@ -100,10 +91,17 @@ export function tcAttnConsts(kind: TcAttnKind, plan: TensorCorePlan, D: number, 
   }
   const BR = rows;
   const BC = t.b;
-  return {
+  const c = {
     ...frag, NDK: DP / SK, BR, BC, KROWS: Math.max(BR, BC), KSTR: DP + 8, PSTR: BC + 8, SSTR: Math.max(BC, DP) + 4,
     NBN: BC / SN, NBK: BC / SK, CPT: BC / TPR, NKU: Math.ceil((BC * DP) / 8 / NT), NKM: Math.ceil(BC / NT),
     LTPR: Math.log2(TPR),
+  };
+  if (kind === 'fwd') return c;
+  // the dQ template: recomputing (dq) or reading the stored dS (dqds: Ps holds keys x queries)
+  const ds = kind === 'dqds';
+  return {
+    ...c, DS: +ds, RC: +!ds, PROWS: ds ? BC : BR, NSU: Math.ceil((BC * BR) / 8 / NT),
+    ...(ds ? { KROWS: BC, PSTR: BR + 8, SSTR: DP + 4 } : {}),
   };
 }
 
@@ -111,7 +109,7 @@ export function tcAttnConsts(kind: TcAttnKind, plan: TensorCorePlan, D: number, 
 export function tcAttnBytes(kind: TcAttnKind, plan: TensorCorePlan, D: number, t: TcAttnTile): number {
   const c = tcAttnConsts(kind, plan, D, t);
   if (kind === 'dkdv') return 2 * ((c.QROWS! + c.BR!) * c.QSTR! + c.BC! * c.PSTR!) + 4 * (c.BC! * c.SSTR! + 2 * c.BR!);
-  if (kind === 'dqds') return 2 * c.BC! * (c.KSTR! + c.PSTR!) + 4 * c.BR! * c.SSTR!;
+  if (kind === 'dqds') return 2 * (c.KROWS! * c.KSTR! + c.BC! * c.PSTR!) + 4 * c.BR! * c.SSTR!;
   const kv = kind === 'fwd' ? (c.KROWS! + c.BC!) * c.KSTR! : 2 * c.KROWS! * c.KSTR!;
   return 2 * (kv + c.BR! * c.PSTR!) + 4 * (c.BR! * c.SSTR! + c.BC!);
 }
@@ -199,7 +197,7 @@ const LOADS: Record<TcAttnKind, MatLoad[]> = {
     { fn: 'ld_q', side: 'r', layout: 'row_major', arr: 'Qs', stride: 'QSTR' },
   ],
   dqds: [
-    { fn: 'ld_dst', side: 'l', layout: 'col_major', arr: 'Ps', stride: 'PSTR' },
+    { fn: 'ld_ds', side: 'l', layout: 'col_major', arr: 'Ps', stride: 'PSTR' },
     { fn: 'ld_k', side: 'r', layout: 'row_major', arr: 'Ks', stride: 'KSTR' },
   ],
 };
@@ -283,7 +281,7 @@ fn at_${fn}(i: u32) -> f32 { return unpack2x16float(${name}4[i >> 3u][(i >> 1u) 
 fn at_${fn}(i: u32) -> f32 { return f32(read_${name}(i)); }\n`;
 }
 
-const TEMPLATES: Record<TcAttnKind, string> = { fwd: fwdWgsl, dq: dqWgsl, dkdv: dkdvWgsl, dqds: dqdsWgsl };
+const TEMPLATES: Record<TcAttnKind, string> = { fwd: fwdWgsl, dq: dqWgsl, dkdv: dkdvWgsl, dqds: dqWgsl };
 
 /** The vec4u view `ds4` of the stored dS (binding `ds` of the dK/dV pass with `wds`, or of the dQ-from-dS pass). */
 const dsView = (binding: number, access: 'read' | 'read_write') => `@group(0) @binding(${binding}) var<storage, ${access}> ds4: array<vec4u>;\n`;
@@ -295,7 +293,7 @@ const dsView = (binding: number, access: 'read' | 'read_write') => `@group(0) @b
  */
 export function tcAttnCode(kind: TcAttnKind, plan: TensorCorePlan, D: number, t: TcAttnTile, doutDtype: DType = 'f16', emulate = false, wds = false): string {
   const vec = D % 8 === 0;
-  const consts = { ...tcAttnConsts(kind, plan, D, t, wds), VEC: +vec, ...(kind === 'fwd' || kind === 'dqds' ? {} : { VECD: +(vec && doutDtype === 'f16') }) };
+  const consts = { ...tcAttnConsts(kind, plan, D, t, wds), VEC: +vec, ...(kind === 'fwd' ? {} : { VECD: +(vec && doutDtype === 'f16' && kind !== 'dqds') }) };
   let body = specialize(withMaskRule(TEMPLATES[kind]), consts);
   if (emulate)
     body = body.replace(/subgroupMatrixMultiplyAccumulate\(/g, 'em_mma(').replace(/subgroupMatrixStore<row_major>\(&(\w+), /g, 'em_store_$1(');
