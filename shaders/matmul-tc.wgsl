@@ -16,7 +16,9 @@
 //   BN = SGN*WN, BK (K-slice per step, a multiple of SK), NBUF (workgroup buffers per operand: 2 = the next slice
 //   is stored into the other buffer, one barrier per step; 1 = two barriers per step, half the memory), VW
 //   (halves per global load and per staged unit: 8 = one 16-byte load, 2 = one 32-bit word), A_T, B_T,
-//   AS_STRIDE / AS_SIZE and BS_STRIDE / BS_SIZE (row stride and size in halves of one staged slice), the
+//   CSLOTS (subgroups whose SM x SN f32 scratch tiles exist at once: with fewer than all, the epilogue runs in
+//   rounds, subgroup sg in round sg / CSLOTS), AS_STRIDE / AS_SIZE and BS_STRIDE / BS_SIZE (row stride and size
+//   in halves of one staged slice), the
 //   aliases Lm / Rm / Acc of the three matrix types (and CmT, the SM x SK block that CM variants copy), the
 //   load type UV (vec4u or u32), load_l(off) / load_r(off) (subgroupMatrixLoad from As / Bs with the layout the
 //   operand's storage needs), at_a(e) / at_b(e) (one element as f32, for unaligned operands), fetch_a / fetch_b
@@ -54,7 +56,7 @@ const B_UNITS: u32 = B_ROWS * B_UPR;
 
 var<workgroup> As: array<f16, NBUF * AS_SIZE>;
 var<workgroup> Bs: array<f16, NBUF * BS_SIZE>;
-var<workgroup> Cs: array<f32, SGM * SGN * SM * SN>;
+var<workgroup> Cs: array<f32, CSLOTS * SM * SN>;
 
 // A unit of a stored slice: global element offset e and how many of its VW elements are in range (0: none).
 struct Unit {
@@ -166,7 +168,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
     //@direct
     return;
   }
-  let cs = sg * SM * SN;
+  let cs = (sg % CSLOTS) * SM * SN;
   //@scratch
 }
 

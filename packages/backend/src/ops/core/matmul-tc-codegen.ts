@@ -13,7 +13,12 @@ import { operandReader } from './matmul';
 export function tcSharedBytes(t: TcTile, plan: TensorCorePlan, transA: boolean, transB: boolean): number {
   const a = tcSlice(t, 'a', transA);
   const b = tcSlice(t, 'b', transB);
-  return (t.nbuf ?? 2) * 2 * (a.size + b.size) + 4 * t.sgm * t.sgn * plan.frag.M * plan.frag.N;
+  return (t.nbuf ?? 2) * 2 * (a.size + b.size) + 4 * scratchSlots(t) * plan.frag.M * plan.frag.N;
+}
+
+/** Epilogue scratch tiles of a tile (`cs`, default one per subgroup). */
+export function scratchSlots(t: TcTile): number {
+  return t.cs ?? t.sgm * t.sgn;
 }
 
 /** A staged operand slice of a tile: [rows, cols] in halves, its padded row stride and size. */
@@ -47,7 +52,7 @@ export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, tran
   const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
   return (
     c('SM', SM) + c('SN', SN) + c('SK', SK) + c('SG', plan.subgroupSize) + c('SGM', t.sgm) + c('SGN', t.sgn) +
-    c('FM', fm) + c('FN', fn) + c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) + c('NBUF', t.nbuf ?? 2) + c('VW', vw) +
+    c('FM', fm) + c('FN', fn) + c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) + c('NBUF', t.nbuf ?? 2) + c('VW', vw) + c('CSLOTS', scratchSlots(t)) +
     c('AS_STRIDE', a.stride) + c('AS_SIZE', a.size) + c('BS_STRIDE', b.stride) + c('BS_SIZE', b.size) +
     `const A_T: bool = ${transA};\nconst B_T: bool = ${transB};\n` +
     Object.entries(flags).map(([k, v]) => `const ${k}: bool = ${v};\n`).join('') +
@@ -237,10 +242,12 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     }`,
       scratch: `for (var i = 0u; i < FM; i++) {
     for (var j = 0u; j < FN; j++) {
-      subgroupMatrixStore<row_major>(&Cs, cs, acc[i * FN + j], SN);
-      workgroupBarrier();
-      copy_out(i, j, cs, lane, m0, n0, wm0, wn0, cb);
-      workgroupBarrier();
+      for (var round = 0u; round < NSG / CSLOTS; round++) {
+        if (sg / CSLOTS == round) { subgroupMatrixStore<row_major>(&Cs, cs, acc[i * FN + j], SN); }
+        workgroupBarrier();
+        if (sg / CSLOTS == round) { copy_out(i, j, cs, lane, m0, n0, wm0, wn0, cb); }
+        workgroupBarrier();
+      }
     }
   }`,
     };
@@ -263,10 +270,12 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     acc: IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n'),
     mma: t.ablate === 'nomma' ? '' : mma.join('\n'),
     direct: IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i * SM}u) * p.N + n0 + wn0 + ${j * SN}u, acc_${i}_${j}, p.N);`).join('\n'),
+    // subgroups sg with sg / CSLOTS == round use the scratch in that round
     scratch: IJ.map(
       ([i, j]) =>
-        `subgroupMatrixStore<row_major>(&Cs, cs, acc_${i}_${j}, SN);\nworkgroupBarrier();\n` +
-        `copy_out(${i}u, ${j}u, cs, lane, m0, n0, wm0, wn0, cb);\nworkgroupBarrier();`,
+        `for (var round = 0u; round < NSG / CSLOTS; round++) {\n` +
+        `  if (sg / CSLOTS == round) { subgroupMatrixStore<row_major>(&Cs, cs, acc_${i}_${j}, SN); }\n  workgroupBarrier();\n` +
+        `  if (sg / CSLOTS == round) { copy_out(${i}u, ${j}u, cs, lane, m0, n0, wm0, wn0, cb); }\n  workgroupBarrier();\n}`,
     ).join('\n'),
   };
 }

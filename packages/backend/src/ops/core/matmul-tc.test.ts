@@ -64,6 +64,10 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(chooseTcTile(nv, H200_LIMITS, { M: 2048, N: 2048, batch: 1, transA: false, transB: false })).toBe(TC_TILES[tcTuning.big]);
     expect(chooseTcTile(nv, H200_LIMITS, { M: 2048, N: 256, batch: 1, transA: false, transB: true })).toBe(TC_TILES.t64x64);
     expect(tcTileProblem(TC_TILES[tcTuning.bigAlt], nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 })).toMatch(/workgroup memory/);
+    // v15's 48-deep slices of an [N, K] B fit 48 KiB only with half the epilogue scratch (v29: two rounds)
+    expect(tcTileProblem(TC_TILES.v15, nv, H200_LIMITS, false, true)).toMatch(/workgroup memory/);
+    expect(tcTileProblem(TC_TILES.v29, nv, H200_LIMITS, false, true)).toBeNull();
+    expect(tcTileProblem({ ...TC_TILES.v29, cs: 3 }, nv, H200_LIMITS)).toMatch(/cs 3 does not divide the 8 subgroups/);
     expect(chooseTcTile(nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 }, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES.t64x64);
     const src = tcPrelude(n8, TC_TILES.t128x64, true, false);
     expect(src).toContain('alias Lm = subgroup_matrix_left<f16, 16, 16>;');

@@ -50,6 +50,9 @@ export interface TcTile {
   /** Timing ablations only (wrong results; never in `TC_TILES`): leave out the multiply-accumulates, or the
    *  staging of every slice after the first. */
   ablate?: 'nomma' | 'nostage';
+  /** Subgroups whose epilogue scratch tiles exist at once (default all): fewer take turns (a barrier per round)
+   *  and leave workgroup memory for deeper slices. Divides sgm * sgn. */
+  cs?: number;
 }
 
 /** The kernel variants (tiles with their staging) that tests check and the sweep measures; `auto` picks
@@ -90,6 +93,8 @@ export const TC_TILES = {
   v26: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, derive: true, ilv: true },
   v27: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, derive: true, gm: 8 },
   v28: { bm: 256, bn: 128, bk: 32, sgm: 4, sgn: 2, nbuf: 1, hoist: true, derive: true },
+  // v15 with 4 scratch tiles instead of 8 (two epilogue rounds): its 48-deep slices then fit an [N, K] B as well
+  v29: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, cs: 4 },
 } as const satisfies Record<string, TcTile>;
 export type TcTileName = keyof typeof TC_TILES;
 
@@ -146,6 +151,7 @@ export function tcTileProblem(t: TcTile, plan: TensorCorePlan, limits: Record<st
   if (!Number.isInteger(wn) || wn % SN) return `BN ${t.bn} / SGN ${t.sgn} is not a multiple of the fragment's N ${SN}`;
   if (t.bk % SK || t.bk % 8) return `BK ${t.bk} is not a multiple of the fragment's K ${SK} and of 8`;
   if (t.bm % 8 || t.bn % 8) return `BM and BN must be multiples of 8`;
+  if (t.cs !== undefined && (!Number.isInteger(t.cs) || t.cs < 1 || (t.sgm * t.sgn) % t.cs)) return `cs ${t.cs} does not divide the ${t.sgm * t.sgn} subgroups`;
   if (t.cm) {
     // the stored slices are copied in SM x SK blocks
     for (const [rows, cols] of [tcSlice(t, 'a', transA).dims, tcSlice(t, 'b', transB).dims])
@@ -188,7 +194,7 @@ export interface TcLaunch extends MatmulLaunch {
 
 /** A tile's identity in kernel names and cache keys, e.g. `128x256x32-2x4-v2-b1-cm`. */
 export function tcTileKey(t: TcTile): string {
-  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.ablate ? `-${t.ablate}` : ''}`;
+  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.ablate ? `-${t.ablate}` : ''}`;
 }
 
 /** The tile `auto` runs for a product: the big one when the product has enough of them, else the small one,
