@@ -104,8 +104,11 @@ export type TcTileName = keyof typeof TC_TILES;
  *  t128x256k16 131-148 under the same timing. */
 export const tcTuning: { big: TcTileName; bigAlt: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
   big: 'v15',
-  /** The big tile where `big` does not fit the layout (v15's 48-deep slices of a [N, K] B exceed 48 KiB). */
-  bigAlt: 'v14',
+  /** The big tile where `big` does not fit the layout (v15's 48-deep slices of a [N, K] B exceed 48 KiB): v29,
+   *  v15 with half the epilogue scratch. NT on an H100 (2026-11-24, docs/PERFORMANCE.md): 212.6 / 225.0 / 199.6
+   *  TFLOP/s on 4096^3 / 8192x2048x5632 / 8192x5632x2048 against v14's 202.7 / 217.8 / 193.7; NN and TN equal
+   *  to v15's. (v15 keeps NN and TN: its epilogue needs one round, not two.) */
+  bigAlt: 'v29',
   small: 't64x64',
   /** 96: a 2048 x 2048 output (128 big tiles, one wave on a 132-SM H200) runs the big tile. Measured in the 1.1B
    *  LoRA step (lora-step-1b, H200, 2026-11-24): at 264 its 242 products per step on the 64x64 tile took 62 ms,
