@@ -88,14 +88,16 @@ export function splitF16x3(ctx: Context, a: DeviceTensor, b: DeviceTensor, trans
   const ga = wgs(A.n);
   const gb = wgs(B.n);
   const sc = ctx.alloc((2 * 256 + 2) * 4);
+  // both passes: the two operands and the maxima parts / scale words
+  const shared = [
+    { name: 'xa', access: 'read', dtype: 'f32' },
+    { name: 'xb', access: 'read', dtype: 'f32' },
+    { name: 'part', access: 'rw', dtype: 'u32' },
+  ] as const;
   const am = cachedKernel(ctx, `mm-f16x3-absmax:${+vecAbs}`, () => ({
     name: `matmul_f16x3_absmax${vecAbs ? '_v4' : ''}`,
     code: views(vecAbs, false) + absmaxWgsl,
-    bindings: [
-      { name: 'xa', access: 'read', dtype: 'f32' },
-      { name: 'xb', access: 'read', dtype: 'f32' },
-      { name: 'part', access: 'rw', dtype: 'u32' },
-    ],
+    bindings: [...shared],
     params: ['u32:na', 'u32:nb', 'u32:ga', 'u32:gb'],
     consts: { VEC: vecAbs },
   }));
@@ -112,13 +114,7 @@ export function splitF16x3(ctx: Context, a: DeviceTensor, b: DeviceTensor, trans
   const k = cachedKernel(ctx, `mm-f16x3-split:${+vecSplit}`, () => ({
     name: `matmul_f16x3_split${vecSplit ? '_v4' : ''}`,
     code: views(vecSplit, true) + splitWgsl,
-    bindings: [
-      { name: 'xa', access: 'read', dtype: 'f32' },
-      { name: 'xb', access: 'read', dtype: 'f32' },
-      { name: 'part', access: 'rw', dtype: 'u32' },
-      { name: 'outa', access: 'rw', dtype: 'u32' },
-      { name: 'outb', access: 'rw', dtype: 'u32' },
-    ],
+    bindings: [...shared, { name: 'outa', access: 'rw', dtype: 'u32' }, { name: 'outb', access: 'rw', dtype: 'u32' }],
     params: ['u32:na', 'u32:Ra', 'u32:Ca', 'u32:cola', 'u32:loa', 'u32:ga', 'u32:nb', 'u32:Rb', 'u32:Cb', 'u32:colb', 'u32:lob', 'u32:gb', 'u32:wa', 'u32:wb'],
     consts: { VEC: vecSplit },
   }));
