@@ -4,5 +4,5 @@ export * from './core/transpose';
 export * from './core/matmul';
 export { broadcastShapes } from './core/util';
 export * from './core/matmul-tc';
-export { setF32MatmulPrecision, f32MatmulPrecision, type F32MatmulPrecision } from './core/matmul-f16x3';
+export { setF32MatmulPrecision, f32MatmulPrecision, f16x3Tuning, type F32MatmulPrecision } from './core/matmul-f16x3';
 export * from './core/lowrank';

@@ -5,9 +5,10 @@
 // and Gemma 3 with a 128-key sliding window, half the sequence), --steps N (timed steps, default 10),
 // --warmup N (default 3), --checkpointing, --profile, --mp f16 (mixed precision as PyTorch autocast: the
 // projections, LM head and attention on f16 inputs with f32 accumulation, tensor cores where the adapter has
-// them; f32 master weights and AdamW; no loss scaling in this loop), --matmul-precision highest|high (f32 products).
+// them; f32 master weights and AdamW; no loss scaling in this loop), --matmul-precision highest|high (f32 products), --f16x3-min-dim N
+// (f16x3Tuning.minDim).
 // PyTorch side: train_torch.py [--mp].
-import { createContext, setF32MatmulPrecision, type F32MatmulPrecision } from '@rusty/backend';
+import { createContext, f16x3Tuning, setF32MatmulPrecision, type F32MatmulPrecision } from '@rusty/backend';
 import { AdamW, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import { CausalLM, parseModelConfig } from '../index';
 import { timeSteps } from './time-steps';
@@ -32,6 +33,7 @@ const ctx = await createContext({ profile: flag('--profile') });
 // --matmul-precision high: f32 products on f16 tensor cores, three per product (backend ops/core/matmul-f16x3.ts)
 const precision = (args.includes('--matmul-precision') ? args[args.indexOf('--matmul-precision') + 1] : 'highest') as F32MatmulPrecision;
 setF32MatmulPrecision(ctx, precision);
+if (args.includes('--f16x3-min-dim')) f16x3Tuning.minDim = Number(args[args.indexOf('--f16x3-min-dim') + 1]);
 const arch = args.includes('--arch') ? args[args.indexOf('--arch') + 1]! : 'llama';
 const ARCH: Record<string, Record<string, unknown>> = {
   llama: { model_type: 'llama' },
@@ -79,7 +81,7 @@ const out = {
   bench: 'train-step',
   arch,
   adapter: `${ctx.info.vendor} ${ctx.info.architecture} ${ctx.info.description}`.trim(),
-  config: { ...cfg, dtype: 'f32', compute: mp === 'no' ? 'f32' : mp, matmulPrecision: precision, checkpointing: flag('--checkpointing') },
+  config: { ...cfg, dtype: 'f32', compute: mp === 'no' ? 'f32' : mp, matmulPrecision: precision, f16x3MinDim: f16x3Tuning.minDim, checkpointing: flag('--checkpointing') },
   parameters: params.reduce((a, p) => a + p.size, 0),
   stepMs: ms,
   tokensPerSecond: n / (ms / 1000),

@@ -24,6 +24,14 @@ export type F32MatmulPrecision = 'highest' | 'high';
 
 const precisions = new WeakMap<Context, F32MatmulPrecision>();
 
+/**
+ * Tuning of the 'high' path (a benchmark may change it). `minDim`: the smallest min(M, N) it takes; below, the
+ * portable f32 kernels run. Its extra passes cost about (M + N) K against the product's M N K, so small outputs
+ * lose: on an H100 (2026-11-24, docs/PERFORMANCE.md) the 1.1B LoRA step (min(M, N) = 2048 and up) ran 1.41x
+ * faster at 'high', a 33.7M-parameter model from scratch (512-1376) 0.72x.
+ */
+export const f16x3Tuning = { minDim: 2048 };
+
 /** Set how this context's f32 x f32 matmuls run (default 'highest'); like `torch.set_float32_matmul_precision`. */
 export function setF32MatmulPrecision(ctx: Context, p: F32MatmulPrecision): void {
   if (p !== 'highest' && p !== 'high') throw new ConfigError(`f32 matmul precision must be 'highest' or 'high', got ${JSON.stringify(p)}`);

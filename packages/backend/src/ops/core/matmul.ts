@@ -7,7 +7,7 @@ import { ConfigError, ShapeError } from '../../errors';
 import { formatOf } from '../../format';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import { contextTcPlan, matmulTc, type MatmulLaunch, type TcTile, type TensorCorePlan } from './matmul-tc';
-import { f32MatmulPrecision, splitF16x3, type F32MatmulPrecision } from './matmul-f16x3';
+import { f16x3Tuning, f32MatmulPrecision, splitF16x3, type F32MatmulPrecision } from './matmul-f16x3';
 import { reduce } from './reduce';
 import { assertFloat, broadcastShapes, cachedKernel, checkBinding, checkOut, fmtShape } from './util';
 
@@ -229,7 +229,8 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
 /**
  * The tensor-core plan for an f32 x f32 product at 'high' precision (see ops/core/matmul-f16x3.ts), or null for the
  * usual path: f32 operands, precision 'high', no portable variant, tile or split asked for, tensor cores not
- * refused, K of at least TC_MIN_K, both output dims above SKINNY (LoRA's rank-r products stay portable), the f16
+ * refused, K of at least TC_MIN_K, both output dims at least f16x3Tuning.minDim (LoRA's rank-r products and small
+ * models stay portable), the f16
  * copies within one binding, and an adapter with a plan.
  */
 function highPrecisionPlan(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: MatmulOptions, M: number, N: number, K: number, batch: number): TensorCorePlan | null {
@@ -237,7 +238,9 @@ function highPrecisionPlan(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts:
     throw new ConfigError(`matmul: precision must be 'highest' or 'high', got ${JSON.stringify(opts.precision)}`);
   if (a.dtype !== 'f32' || b.dtype !== 'f32' || (opts.precision ?? f32MatmulPrecision(ctx)) !== 'high') return null;
   if (opts.tensorCores === false || (opts.variant !== undefined && opts.variant !== 'auto') || opts.tile || (opts.splitK ?? 1) !== 1) return null;
-  if (K < TC_MIN_K || M <= SKINNY || N <= SKINNY || batch > 65535) return null;
+  // (tensorCores: true asks for them whatever the size)
+  const minDim = opts.tensorCores ? SKINNY + 1 : Math.max(SKINNY + 1, f16x3Tuning.minDim);
+  if (K < TC_MIN_K || Math.min(M, N) < minDim || batch > 65535) return null;
   if (Math.max(numel(a.shape), numel(b.shape)) * 6 > ctx.maxBinding) return null;
   const p = contextTcPlan(ctx);
   return 'frag' in p ? p : null;
