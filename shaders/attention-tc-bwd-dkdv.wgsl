@@ -8,8 +8,8 @@
 //   lse, delta read f32 [B, Hq, T]; mask read i32|u32 [B, S] (1 = keep; a dummy when hasMask = 0);
 //   dk_out, dv_out rw f32 [B, S, Hkv, D]. VEC / VECD: 16-byte loads as in attention-tc-bwd-dq.wgsl.
 //   With WDS = 1 also ds rw f16 [B, Hq, S, TP] (TP = T rounded up to 8), written through a vec4u view ds4: each
-//   step's dS^T tile (scaled, f16, exactly what dK += dS^T Q reads) for attention-tc-bwd-dq-ds.wgsl, which then
-//   computes dQ = dS K without recomputing S and dP (the backward order is then delta, this pass, dQ).
+//   step's dS^T tile (scaled, f16, exactly what dK += dS^T Q reads) for attention-tc-bwd-dq.wgsl with DS = 1,
+//   which then computes dQ = dS K without recomputing S and dP (the backward order is then delta, this pass, dQ).
 // Params: as attention-bwd-dkdv.wgsl (T, S, Hq, Hkv, G, qOffset, causal, window, hasMask, scale, scale2, capin,
 //   capmul).
 // Prepended by the wrapper (ops/attention/flash-tc.ts): aliases Lm, Rm, Acc of the adapter's fragment and the
