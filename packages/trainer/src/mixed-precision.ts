@@ -117,9 +117,9 @@ export interface HasF16Operands {
  * save, f32 compute). The released bf16 buffers go to the pool (`ctx.trimPool()` destroys them). A model without
  * `f16OperandParameters`, or f32 compute: nothing to do.
  */
-export async function f16OperandsForRun(model: object, compute: ComputeDtype | null): Promise<{ names: string[]; restore: () => void }> {
+export async function f16OperandsForRun(model: object, compute: ComputeDtype | null): Promise<() => void> {
   const m = model as Partial<HasF16Operands>;
-  const none = { names: [], restore: () => {} };
+  const none = () => {};
   if (compute !== 'f16' || typeof m.f16OperandParameters !== 'function') return none;
   const list = [...m.f16OperandParameters(compute)].filter(([, p]) => !p.requiresGrad && p.dtype === 'bf16');
   if (!list.length) return none;
@@ -129,15 +129,12 @@ export async function f16OperandsForRun(model: object, compute: ComputeDtype | n
     kept.push([p, await ctx.read(p.data.buffer, storageBytes(p.dtype, p.size))]);
     noGrad(() => p.assign(cast(ctx, p.data, 'f16')));
   }
-  return {
-    names: list.map(([n]) => n),
-    restore: () => {
-      for (const [p, bytes] of kept) {
-        const t = empty(ctx, p.shape, 'bf16');
-        ctx.write(t.buffer, new Uint8Array(bytes));
-        p.assign(t);
-      }
-      kept.length = 0;
-    },
+  return () => {
+    for (const [p, bytes] of kept) {
+      const t = empty(ctx, p.shape, 'bf16');
+      ctx.write(t.buffer, new Uint8Array(bytes));
+      p.assign(t);
+    }
+    kept.length = 0;
   };
 }

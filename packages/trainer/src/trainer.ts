@@ -442,14 +442,14 @@ export class Trainer {
     let inFlight: InFlight | null = null;
     const boundary = (s: number) =>
       s >= o.maxSteps || (!!o.evalEvery && s % o.evalEvery === 0) || (!!o.saveEvery && s % o.saveEvery === 0);
-    // LoRA runs (their checkpoints hold the adapters only): under f16 compute a frozen bf16 LM head in f16 (what the
-    // loss rounded it to every step), and a frozen token embedding on the host (a step reads a few thousand of its
-    // rows), for the run; both put back as they were when it ends. The buffers they leave are not kept by the pool.
+    // Runs of a model with LoRA modules (checkpoints hold the trainable weights only, whatever their format): under
+    // f16 compute a frozen bf16 LM head in f16 (what the loss rounded it to every step), and a frozen token embedding
+    // on the host (a step reads a few thousand of its rows), for the run; both put back as they were when it ends.
+    // The buffers they leave are not kept by the pool.
     const restore: (() => void)[] = [];
     try {
-      // (whatever the checkpoint format: `rusty finetune` saves LoRA runs as plain trainable-weight checkpoints)
       if (this.loraRun) {
-        restore.push((await f16OperandsForRun(this.model, this.compute)).restore);
+        restore.push(await f16OperandsForRun(this.model, this.compute));
         const emb = await this.model.offloadEmbedding?.();
         if (emb) restore.push(emb);
         this.ctx.trimPool();
