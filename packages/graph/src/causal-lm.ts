@@ -253,6 +253,19 @@ export class CausalLM extends Module {
     return head && head.constructor === Linear ? [['lm_head.weight', (head as Linear).weight]] : [];
   }
 
+  /** Every matrix a product reads as its B operand: the 2-D `weight` of each module but the token embedding
+   *  (Linear, a LoRA layer's base, the LM head), and the embedding's when the head is tied to it. For the Trainer's
+   *  f16 images of frozen f32 weights (`prepareF16Images`). */
+  linearWeights(): Tensor[] {
+    const out = new Set<Tensor>();
+    for (const [, m] of this.namedModules()) {
+      if (m instanceof Embedding) continue;
+      for (const [n, p] of m.namedParameters()) if (n === 'weight' && p.rank === 2) out.add(p);
+    }
+    if (!this.lmHead) out.add(this.embedTokens.weight);
+    return [...out];
+  }
+
   /**
    * For a training run that does not train the token embedding: keep its table in host memory (125 MiB at the 1.1B
    * shape in bf16) until the returned function puts it back, bit for bit (`Embedding.offloadToHost`); a lookup

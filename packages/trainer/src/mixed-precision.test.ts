@@ -1,7 +1,7 @@
 // Mixed precision: the GPU-side GradScaler (unscale, skip, scale update) and the Trainer's f16/bf16 frozen weights
 // and dynamic loss scaling. (Moved out of trainer.test.ts, unchanged.)
 import { join } from 'node:path';
-import { ConfigError, createContext, sizeClass, upload, type Context } from '@rusty/backend';
+import { ConfigError, createContext, f16ImageStats, f16ImageTuning, sizeClass, upload, type Context } from '@rusty/backend';
 import { AdamW, scale, sum, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findLatestCheckpoint, listCheckpoints, loadCheckpoint } from './checkpoint/checkpoint';
@@ -245,6 +245,64 @@ describe('mixed precision', () => {
     expect(plain.during).toEqual(now.during);
     expect(plain.losses).toEqual(now.losses);
     expect(plain.restored).toEqual([true, true]);
+  });
+
+  it('an f32 LoRA run keeps f16 images of its frozen bf16-valued weights for the run: same losses to f32 rounding, released at the end', async () => {
+    const run = async (images: boolean, minRows = 1) => {
+      Object.assign(f16ImageTuning, { minRows, minCols: 1, anywhere: images });
+      const { model, optimizer, data } = setup(ctx, { lora: true });
+      // the base weights as a bf16 checkpoint loaded in f32 holds them; one kept full f32 (no exact image)
+      let frozen = 0;
+      let first = true;
+      for (const w of model.linearWeights()) {
+        if (w.requiresGrad) continue;
+        const v = Float32Array.from((await w.toArray()) as Float32Array);
+        if (!first) {
+          const u = new Uint32Array(v.buffer);
+          for (let i = 0; i < u.length; i++) u[i] = (u[i]! + 0x7fff + ((u[i]! >>> 16) & 1)) & 0xffff0000;
+          frozen++;
+        }
+        first = false;
+        w.assign(upload(ctx, v, w.shape));
+      }
+      const during: number[] = [];
+      const losses: number[] = [];
+      const t = new Trainer({
+        model, optimizer, data, maxSteps: 3, signals: false, pipeline: false,
+        callbacks: { onStep: (m) => void (losses.push(m.loss), during.push(f16ImageStats(ctx).count)) },
+      });
+      const d0 = ctx.stats.dispatches;
+      await t.fit();
+      const r = { frozen, during, after: f16ImageStats(ctx).count, losses, lora: await snapshot(trainables(model)), dispatches: ctx.stats.dispatches - d0 };
+      t.dispose();
+      optimizer.dispose();
+      model.dispose();
+      return r;
+    };
+    try {
+      const plain = await run(false);
+      const img = await run(true);
+      expect(plain.during).toEqual([0, 0, 0]);
+      expect(img.frozen).toBeGreaterThan(3);
+      expect(img.during).toEqual(Array(3).fill(img.frozen));
+      expect(img.after).toBe(0);
+      // the products with an image ran on it: a split and a sum pass each, against a run that makes the images but
+      // takes no product to them (at least the forward of every weight with an image and K >= 64, each step)
+      const unused = await run(true, Infinity);
+      expect(unused.during).toEqual(img.during);
+      const extra = img.dispatches - unused.dispatches;
+      expect(extra % 2).toBe(0);
+      expect(extra).toBeGreaterThanOrEqual(2 * 3 * 2);
+      img.losses.forEach((l, i) => expect(Math.abs(l - plain.losses[i]!)).toBeLessThan(1e-5 * Math.abs(plain.losses[i]!)));
+      const a = new Float32Array(img.lora.buffer);
+      const b = new Float32Array(plain.lora.buffer);
+      let worst = 0;
+      let mag = 0;
+      for (let i = 0; i < a.length; i++) (worst = Math.max(worst, Math.abs(a[i]! - b[i]!))), (mag = Math.max(mag, Math.abs(b[i]!)));
+      expect(worst).toBeLessThan(1e-4 * mag);
+    } finally {
+      Object.assign(f16ImageTuning, { minRows: 256, minCols: 256, anywhere: false });
+    }
   });
 
   it('f16 compute refuses weights beyond f16 range, naming them (a bf16 checkpoint value of 1e5)', async () => {

@@ -1,4 +1,4 @@
-import { abs, cast, ConfigError, empty, isFloat, isHalf, reduce, storageBytes, type DeviceTensor, type DType, type SubBuffer } from '@rusty/backend';
+import { abs, cast, ConfigError, empty, isFloat, isHalf, prepareF16Images, reduce, releaseF16Images, storageBytes, type DeviceTensor, type DType, type SubBuffer } from '@rusty/backend';
 import { noGrad, type ComputeDtype, type Tensor } from '@rusty/autograd';
 
 /** 16-bit storage formats for frozen weights. */
@@ -137,4 +137,26 @@ export async function f16OperandsForRun(model: object, compute: ComputeDtype | n
     }
     kept.length = 0;
   };
+}
+
+/** A model that lists the weights its products read as B operands (`CausalLM`). */
+export interface HasLinearWeights {
+  linearWeights(): Tensor[];
+}
+
+/**
+ * For a run that computes in f32: the f16 images of the model's frozen f32 product weights (a 16-bit checkpoint
+ * loaded in f32, under LoRA), so that their products run exactly on tensor cores where the adapter has them
+ * (`prepareF16Images`: weights whose values f16 cannot hold keep the portable kernels; 2 bytes per element more
+ * during the run). The returned function releases the images. f16 compute, or a model without `linearWeights`:
+ * nothing to do.
+ */
+export async function f16ImagesForRun(model: object, compute: ComputeDtype | null): Promise<() => void> {
+  const m = model as Partial<HasLinearWeights>;
+  if (compute === 'f16' || typeof m.linearWeights !== 'function') return () => {};
+  const list = m.linearWeights().filter((p) => !p.requiresGrad && p.dtype === 'f32' && p.rank === 2);
+  if (!list.length) return () => {};
+  const ctx = list[0]!.ctx;
+  await prepareF16Images(ctx, list.map((p) => p.data));
+  return () => releaseF16Images(ctx);
 }

@@ -8,7 +8,7 @@ import { IGNORE_INDEX, type Dataset } from './data/dataset';
 import { TrainerError } from './errors';
 import { GradScaler, type SteppableOptimizer } from './grad-scaler';
 import { MetricsWriter } from './metrics';
-import { castFrozenParameters, checkF16Range, f16OperandsForRun, type HasNamedParameters } from './mixed-precision';
+import { castFrozenParameters, checkF16Range, f16ImagesForRun, f16OperandsForRun, type HasNamedParameters } from './mixed-precision';
 import { processSignals } from './signals';
 import type { TrainerModel, Scheduler, StepMetrics, EvalMetrics, ProgressInfo, CallbackResult, TrainerCallbacks, TrainerOptions, StopReason, FitResult } from './trainer-types';
 
@@ -454,6 +454,7 @@ export class Trainer {
         if (emb) restore.push(emb);
         this.ctx.trimPool();
       }
+      restore.push(await f16ImagesForRun(this.model, this.compute));
       while (this.step < o.maxSteps && !this.stopReason) {
         const f = this.encodeStep();
         const prev = inFlight;

@@ -8,6 +8,7 @@ import { formatOf } from '../../format';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import { contextTcPlan, matmulTc, type MatmulLaunch, type TcTile, type TensorCorePlan } from './matmul-tc';
 import { f16x3Tuning, f32MatmulPrecision, splitF16x3, type F32MatmulPrecision } from './matmul-f16x3';
+import { f16ImageOf, f16ImageTuning, splitRows, sumPlanes, type F16Image } from './matmul-f16-images';
 import { reduce } from './reduce';
 import { assertFloat, broadcastShapes, cachedKernel, checkBinding, checkOut, fmtShape } from './util';
 
@@ -111,7 +112,9 @@ export interface MatmulOptions {
   /** Tuning: the tensor-core tile to run (see `tcTileProblem` for the rules). */
   tcTile?: TcTile;
   /** f32 x f32 products: 'high' runs them on f16 tensor cores, three products per f32 product (about 22 bits; see
-   *  ops/core/matmul-f16x3.ts), where the adapter has them; default: the context's `setF32MatmulPrecision`. */
+   *  ops/core/matmul-f16x3.ts), where the adapter has them; default: the context's `setF32MatmulPrecision`. At
+   *  either precision a B with an f16 image (`prepareF16Images`: a frozen weight from a 16-bit checkpoint) takes
+   *  the tensor cores: exactly at 'highest', to 22 bits of A at 'high' (ops/core/matmul-f16-images.ts). */
   precision?: F32MatmulPrecision;
 }
 
@@ -175,6 +178,20 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
   }
   const lda = transA ? Mk : K;
   const ldb = transB ? K : N;
+  if (opts.precision !== undefined && opts.precision !== 'high' && opts.precision !== 'highest')
+    throw new ConfigError(`matmul: precision must be 'highest' or 'high', got ${JSON.stringify(opts.precision)}`);
+  const img = imagePlan(ctx, a, b, opts, Mk, N, K, batch, transA, nB);
+  if (img) {
+    // A's rows as f16 planes, one product of the stacked planes with B's exact f16 image, the planes summed
+    const P = (opts.precision ?? f32MatmulPrecision(ctx)) === 'high' ? 2 : 3;
+    const { planes, rexp } = splitRows(ctx, a, Mk, K, P);
+    const part = matmul(ctx, planes, img.img, { transB });
+    ctx.release(planes.buffer);
+    sumPlanes(ctx, part, rexp, c, Mk, N, P, img.e, { alpha: opts.alpha ?? 1, bias: opts.bias, accumulate: !!opts.accumulate });
+    ctx.release(part.buffer);
+    ctx.release(rexp);
+    return c;
+  }
   const hp = highPrecisionPlan(ctx, a, b, opts, Mk, N, K, batch);
   if (hp) {
     // [hiA | hiA | loA] @ [hiB ; loB ; hiB] over K' = 3K, times 1 / (sA sB) in the epilogue
@@ -227,6 +244,23 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
 }
 
 /**
+ * B's f16 image for an exact f32 product on tensor cores (ops/core/matmul-f16-images.ts), or null: f32 A not
+ * transposed with rows folded into one product, an unbatched f32 B with an image (`prepareF16Images`), no
+ * portable variant, tile or split asked for, tensor cores not refused (and on the adapter, unless
+ * `f16ImageTuning.anywhere`), K even and at least TC_MIN_K, M and N at least the tuning's minima, and the planes
+ * within one binding.
+ */
+function imagePlan(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: MatmulOptions, M: number, N: number, K: number, batch: number, transA: boolean, nB: number): F16Image | null {
+  if (a.dtype !== 'f32' || b.dtype !== 'f32' || transA || batch !== 1 || nB !== 1 || K % 2 || K < TC_MIN_K) return null;
+  if (opts.tensorCores === false || (opts.variant !== undefined && opts.variant !== 'auto') || opts.tile || (opts.splitK ?? 1) !== 1) return null;
+  const img = f16ImageOf(ctx, b.shape.length === 2 ? b : { ...b, shape: b.shape.slice(-2) });
+  if (!img || M < f16ImageTuning.minRows || N < f16ImageTuning.minCols) return null;
+  if (3 * M * Math.max(N, K) * 4 > ctx.maxBinding) return null;
+  if (f16ImageTuning.anywhere) return img;
+  return 'frag' in contextTcPlan(ctx) ? img : null;
+}
+
+/**
  * The tensor-core plan for an f32 x f32 product at 'high' precision (see ops/core/matmul-f16x3.ts), or null for the
  * usual path: f32 operands, precision 'high', no portable variant, tile or split asked for, tensor cores not
  * refused, K of at least TC_MIN_K, both output dims at least f16x3Tuning.minDim (LoRA's rank-r products and small
@@ -234,8 +268,6 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
  * copies within one binding, and an adapter with a plan.
  */
 function highPrecisionPlan(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: MatmulOptions, M: number, N: number, K: number, batch: number): TensorCorePlan | null {
-  if (opts.precision !== undefined && opts.precision !== 'high' && opts.precision !== 'highest')
-    throw new ConfigError(`matmul: precision must be 'highest' or 'high', got ${JSON.stringify(opts.precision)}`);
   if (a.dtype !== 'f32' || b.dtype !== 'f32' || (opts.precision ?? f32MatmulPrecision(ctx)) !== 'high') return null;
   if (opts.tensorCores === false || (opts.variant !== undefined && opts.variant !== 'auto') || opts.tile || (opts.splitK ?? 1) !== 1) return null;
   // (tensorCores: true asks for them whatever the size)

@@ -1,0 +1,57 @@
+// matmul-rows-split: the f32 operand A [R, K] of an exact f32 product on f16 tensor cores
+// (ops/core/matmul-f16-images.ts) as P f16 planes [P, R, K] (P = 3: hi, mid, lo; P = 2: hi, mid), row by row:
+//   s_r = 2^e_r brings the row's max |x| into [2^13, 2^14) (e_r = 0 for a zero, inf or NaN maximum),
+//   y = s_r x,  hi = f16(y),  mid = f16(y - hi),  lo = f16(y - hi - mid)   (each difference exact in f32)
+// Three planes hold every bit of x for elements within 2^-6 of the row's maximum; smaller ones keep an absolute
+// error under 2^-25 / s_r (2^-38 of the row's maximum). Two planes keep 22 bits (the 'high' precision).
+// Each f16 x f16 product of a plane and the f16 image of B is exact in f32. The row exponents go to rexp for
+// matmul-planes-sum.wgsl, which undoes the scale. round16 as in matmul-f16x3-split.wgsl.
+// Bindings: x read f32 [R, K] (redeclared as x2: array<vec2f>, K even); planes rw u32 [P, R, K / 2] (f16 pairs);
+//   rexp rw i32 [R].
+// Params: R, K, P.
+// Workgroup: 256 threads per row (a grid-stride loop over the row's pairs, twice: max, then split); grid 2-D
+//   (workgroup index wid.x + wid.y * nwg.x = the row).
+var<workgroup> red: array<u32, 256>;
+
+fn round16(y: f32) -> f32 {
+  if (abs(y) < 6.103515625e-5) { return round(y * 16777216.0) * 5.9604644775390625e-8; }
+  let b = bitcast<u32>(y);
+  return bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) tid: u32) {
+  let r = wid.x + wid.y * nwg.x;
+  if (r >= p.R) { return; }
+  let kh = p.K / 2u;
+  let base = r * kh;
+  var m = 0u;
+  for (var j = tid; j < kh; j += 256u) {
+    let v = abs(x2[base + j]);
+    m = max(m, max(bitcast<u32>(v.x), bitcast<u32>(v.y)));
+  }
+  red[tid] = m;
+  workgroupBarrier();
+  for (var h = 128u; h > 0u; h >>= 1u) {
+    if (tid < h) { red[tid] = max(red[tid], red[tid + h]); }
+    workgroupBarrier();
+  }
+  let mb = red[0];
+  var e = 0;
+  if (mb != 0u && mb < 0x7f800000u) { e = clamp(14 - frexp(bitcast<f32>(mb)).exp, -126, 126); }
+  if (tid == 0u) { rexp[r] = e; }
+  let s = ldexp(1.0, e);
+  let plane = p.R * kh;
+  for (var j = tid; j < kh; j += 256u) {
+    let y = x2[base + j] * s;
+    let hi = vec2f(round16(y.x), round16(y.y));
+    let r1 = y - hi;
+    let mid = vec2f(round16(r1.x), round16(r1.y));
+    planes[base + j] = pack2x16float(hi);
+    planes[plane + base + j] = pack2x16float(mid);
+    if (p.P == 3u) {
+      let r2 = r1 - mid;
+      planes[2u * plane + base + j] = pack2x16float(vec2f(round16(r2.x), round16(r2.y)));
+    }
+  }
+}
