@@ -27,6 +27,7 @@ describe('compute paths', () => {
     expect(p.matmul.f16.path).toBe(tc ? 'tensor-cores' : 'portable');
     for (const d of ['bf16', 'f32'] as const) expect(p.matmul[d].path).toBe('portable');
     expect(p.f32High.path).toBe(tc ? 'tensor-cores' : 'portable');
+    expect(p.f32Frozen.path).toBe(tc ? 'tensor-cores' : 'portable');
     if (!ctx.info.features.subgroupMatrix) expect(p.matmul.f16.reason).toMatch(/no chromium-experimental-subgroup-matrix/);
     else expect(p.matmul.f16.detail).toMatch(/^subgroup matrices \d+x\d+x\d+ f16 -> f32/);
     expect(p.matmul.bf16.reason).toMatch(/operands are bf16 x bf16, tensor cores take f16 x f16/);
@@ -53,6 +54,7 @@ describe('compute paths', () => {
     expect(p.matmul.bf16).toMatchObject({ path: 'portable', reason: expect.stringMatching(/bf16 x bf16/) });
     expect(p.matmul.f32).toMatchObject({ path: 'portable', reason: expect.stringMatching(/f32 x f32/) });
     expect(p.f32High).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^three f16 products per f32 product over 3K \(about 22 bits\), subgroup matrices 16x16x16/) });
+    expect(p.f32Frozen).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^A as three f16 planes \(two at high\) times the weight's exact f16 image, subgroup matrices 16x16x16/) });
     for (const D of ['D=64', 'D=128'])
       expect(p.attention[D]!).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^flash attention, Q K\^T and P V on subgroup matrices 16x16x16 f16 -> f32, softmax in f32; tiles fwd \d+x\d+, dK\/dV \d+x\d+, dQ \d+x\d+ \(from stored dS \d+x\d+\)$/) });
     const lines = computePathLines(p);
@@ -63,6 +65,7 @@ describe('compute paths', () => {
     // subgroup matrices without shader-f16: portable, and says why
     const noF16 = withInfo({ ...h200.info, features: { ...h200.info.features, shaderF16: false } });
     expect(computePaths(noF16).matmul.f16).toMatchObject({ path: 'portable', reason: 'the adapter has no shader-f16' });
+    expect(computePaths(noF16).f32Frozen).toMatchObject({ path: 'portable', reason: 'the adapter has no shader-f16' });
     expect(computePaths(noF16).attention['D=64']).toMatchObject({ path: 'portable', reason: 'the adapter has no shader-f16' });
   });
 

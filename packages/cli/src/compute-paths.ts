@@ -17,6 +17,9 @@ export interface ComputePaths {
   matmul: Record<FloatDType, ComputePath>;
   /** f32 x f32 at `--matmul-precision high` (three f16 tensor-core products per f32 product where possible). */
   f32High: ComputePath;
+  /** f32 A x a frozen f32 weight whose values are 16-bit (a bf16 / f16 checkpoint loaded in f32) during a
+   *  Trainer run: its exact f16 image on the tensor cores (the backend's matmul-f16-images.ts). */
+  f32Frozen: ComputePath;
   /** By `D=<head dim>`; f32 and bf16 inputs always take the portable kernels. */
   attention: Record<string, ComputePath>;
 }
@@ -85,12 +88,19 @@ function f32HighOf(f16: ComputePath): ComputePath {
   return { path: 'tensor-cores', detail: `three f16 products per f32 product over 3K (about 22 bits), ${f16.detail}` };
 }
 
+/** f32 times a frozen 16-bit-valued weight takes its f16 image where f16 x f16 takes the tensor cores. */
+function f32FrozenOf(f16: ComputePath): ComputePath {
+  if (f16.path === 'portable') return { path: 'portable', detail: UNPACKED.f32, reason: f16.reason ?? 'no tensor cores' };
+  return { path: 'tensor-cores', detail: `A as three f16 planes (two at high) times the weight's exact f16 image, ${f16.detail}` };
+}
+
 /** Which matmul and attention kernels this adapter runs (what `rusty devices` shows). */
 export function computePaths(ctx: Context): ComputePaths {
   const f16 = matmulOf(ctx, 'f16');
   return {
     matmul: { f16, bf16: matmulOf(ctx, 'bf16'), f32: matmulOf(ctx, 'f32') },
     f32High: f32HighOf(f16),
+    f32Frozen: f32FrozenOf(f16),
     attention: Object.fromEntries(HEAD_DIMS.map((D) => [`D=${D}`, attentionOf(ctx, D)])),
   };
 }
@@ -103,6 +113,7 @@ export function computePathLines(p: ComputePaths): string[] {
     'compute paths',
     ...(['f16', 'bf16', 'f32'] as const).map((d) => line(`matmul ${d} x ${d}`, p.matmul[d])),
     line('matmul f32, high', p.f32High),
+    line('matmul f32 x frozen', p.f32Frozen),
     ...Object.entries(p.attention).map(([k, c]) => line(`attention f16 ${k}`, c)),
   ];
 }

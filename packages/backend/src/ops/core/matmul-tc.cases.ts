@@ -10,6 +10,7 @@ import { download, empty, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul } from './matmul';
+import { f16ImageOf, f16ImageTuning, prepareF16Images, releaseF16Images } from './matmul-f16-images';
 import { contextTcPlan, TC_TILES, tcFailures, tcTileProblem, tcTuning, tensorCoresReady, type TcTile, type TcTileName } from './matmul-tc';
 
 export interface TcCase {
@@ -27,6 +28,9 @@ export interface TcCase {
   /** f32 operands (not f16-rounded; A about 0.02, B about 300) at precision 'high' (ops/core/matmul-f16x3.ts),
    *  checked against float64 of the f32 inputs within TC_HIGH_TOL. */
   f32High?: boolean;
+  /** f32 A (about 0.02) times a bf16-valued f32 B (about 300) with an f16 image (ops/core/matmul-f16-images.ts) at
+   *  this precision, checked against float64 of the f32 inputs within TC_HIGH_TOL. */
+  f32Image?: 'highest' | 'high';
 }
 
 export interface TcResult {
@@ -52,24 +56,29 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
   const nA = c.batchA ?? 1;
   const nB = c.batchB ?? 1;
   const batch = Math.max(nA, nB);
-  const dt = c.f32High ? 'f32' : 'f16';
-  const av = roundTo(dt, randn(nA * M * K, seed++).map((x) => (c.f32High ? x * 0.02 : x)));
-  const bv = roundTo(dt, randn(nB * K * N, seed++).map((x) => (c.f32High ? x * 300 : x)));
+  const f32 = !!c.f32High || !!c.f32Image;
+  const dt = f32 ? 'f32' : 'f16';
+  const av = roundTo(dt, randn(nA * M * K, seed++).map((x) => (f32 ? x * 0.02 : x)));
+  const bv = roundTo(c.f32Image ? 'bf16' : dt, randn(nB * K * N, seed++).map((x) => (f32 ? x * 300 : x)));
   const aShape = [...(c.batchA ? [nA] : []), ...(c.transA ? [K, M] : [M, K])];
   const bShape = [...(c.batchB ? [nB] : []), ...(c.transB ? [N, K] : [K, N])];
   const A = upload(ctx, av, aShape, dt);
   const B = upload(ctx, bv, bShape, dt);
+  const tuning = { ...f16ImageTuning };
+  if (c.f32Image) {
+    Object.assign(f16ImageTuning, { minRows: 1, minCols: 1 });
+    await prepareF16Images(ctx, [B]);
+    if (!f16ImageOf(ctx, B)) throw new Error('matmul-tc case: the bf16-valued B got no f16 image');
+  }
   const biasV = c.bias ? roundTo('f32', randn(N, seed++)) : undefined;
   const bias = biasV ? upload(ctx, biasV, [N]) : undefined;
   const outShape = [...(c.batchA || c.batchB ? [batch] : []), M, N];
   const out = empty(ctx, outShape);
-  let c0: Float64Array | undefined;
-  if (c.accumulate) {
-    c0 = roundTo('f32', randn(batch * M * N, seed++));
-    ctx.write(out.buffer, Float32Array.from(c0));
-  } else poison(ctx, out);
+  const c0 = c.accumulate ? roundTo('f32', randn(batch * M * N, seed++)) : undefined;
+  const reset = () => (c0 ? ctx.write(out.buffer, Float32Array.from(c0)) : poison(ctx, out));
+  reset();
   const tile: TcTile | undefined = c.tile ? TC_TILES[c.tile] : undefined;
-  const precision = c.f32High ? ('high' as const) : undefined;
+  const precision = c.f32High ? ('high' as const) : c.f32Image;
   const run = () => matmul(ctx, A, B, { transA: c.transA, transB: c.transB, alpha: c.alpha, bias, accumulate: c.accumulate, out, tensorCores: true, tcTile: tile, precision });
   // a kernel's first use starts its asynchronous check (see matmul-tc.ts); wait for it, then run for real
   try {
@@ -79,7 +88,13 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
     await tensorCoresReady(ctx);
     const failed = [...tcFailures(ctx)];
     if (failed.length) throw new Error(failed.map(([k, err]) => `${k}: ${err.message}`).join('\n'));
+    reset();
     run();
+  } finally {
+    if (c.f32Image) {
+      Object.assign(f16ImageTuning, tuning);
+      releaseF16Images(ctx);
+    }
   }
   const got = await download(ctx, out);
   const want = matmulRef(av, bv, {
@@ -104,9 +119,10 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
     c.accumulate ? 'accumulate' : '',
     c.tile ?? '',
     c.f32High ? 'f32 high' : '',
+    c.f32Image ? `f32 image ${c.f32Image}` : '',
   ].filter(Boolean);
   const name = `${layout} ${M}x${N}x${K}${extra.length ? ' ' + extra.join(' ') : ''}`;
-  return { name, relErr: relErr(got, want), ...(c.f32High ? { tol: TC_HIGH_TOL } : {}) };
+  return { name, relErr: relErr(got, want), ...(f32 ? { tol: TC_HIGH_TOL } : {}) };
 }
 
 /** The correctness cases: layouts x tile-multiple / odd sizes, batches, epilogues, and every tile that fits
@@ -144,6 +160,12 @@ export function tcCases(ctx: Context): TcCase[] {
   cases.push({ M: 64, N: 80, K: 72, batchA: 3, batchB: 3, f32High: true, bias: true });
   cases.push({ M: 33, N: 40, K: 100, batchA: 4, transB: true, f32High: true, alpha: 0.5, accumulate: true });
   cases.push({ M: 300, N: 100, K: 64, batchB: 2, transA: true, f32High: true });
+  // f32 A times a bf16-valued B through its f16 image: NN / NT, odd sizes, a folded batch, the epilogues
+  cases.push({ M: 333, N: 257, K: 130, transB: true, f32Image: 'highest' });
+  cases.push({ M: 65, N: 130, K: 400, f32Image: 'highest' });
+  cases.push({ M: 333, N: 257, K: 130, transB: true, f32Image: 'high' });
+  cases.push({ M: 33, N: 40, K: 100, batchA: 4, transB: true, f32Image: 'highest', alpha: 0.5, bias: true, accumulate: true });
+  cases.push({ M: 300, N: 100, K: 64, f32Image: 'high', bias: true });
   for (const tile of Object.keys(TC_TILES) as TcTileName[]) {
     const fits = (tA: boolean, tB: boolean) => 'frag' in plan && !tcTileProblem(TC_TILES[tile], plan, ctx.info.limits, tA, tB);
     if (fits(false, true)) cases.push({ M: 256, N: 256, K: 256, transB: true, tile });

@@ -185,11 +185,13 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
     // A's rows as f16 planes, one product of the stacked planes with B's exact f16 image, the planes summed
     const P = (opts.precision ?? f32MatmulPrecision(ctx)) === 'high' ? 2 : 3;
     const { planes, rexp } = splitRows(ctx, a, Mk, K, P);
-    const part = matmul(ctx, planes, img.img, { transB });
-    ctx.release(planes.buffer);
-    sumPlanes(ctx, part, rexp, c, Mk, N, P, img.e, { alpha: opts.alpha ?? 1, bias: opts.bias, accumulate: !!opts.accumulate });
-    ctx.release(part.buffer);
-    ctx.release(rexp);
+    let part: DeviceTensor | null = null;
+    try {
+      part = matmul(ctx, planes, img.img, { transB, tensorCores: opts.tensorCores });
+      sumPlanes(ctx, part, rexp, c, Mk, N, P, img.e, { alpha: opts.alpha ?? 1, bias: opts.bias, accumulate: !!opts.accumulate });
+    } finally {
+      for (const x of [planes.buffer, rexp, part?.buffer]) if (x) ctx.release(x);
+    }
     return c;
   }
   const hp = highPrecisionPlan(ctx, a, b, opts, Mk, N, K, batch);
