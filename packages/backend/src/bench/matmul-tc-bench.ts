@@ -5,8 +5,9 @@
  * then LoRA's skinny products (tokens x hidden x r and its transposes). Prints ONE JSON object; exits 1 when a
  * check fails. PyTorch's side of the same shapes: `python3 matmul_torch.py` (same folder).
  *
- *   bash .gpu/run.sh matmul-tc-bench [--no-check] [--no-bench] [--reps=N] [--tiles=t128x128,t64x64] [--no-direct]
+ *   bash .gpu/run.sh matmul-tc-bench [--no-check] [--no-bench] [--cases=TEXT] [--reps=N] [--tiles=t128x128,t64x64] [--no-direct]
  *                                    [--unroll]   (tcTuning.unroll: named accumulators instead of indexed arrays)
+ *       --cases=TEXT runs only the check cases whose JSON contains TEXT (e.g. f32Image)
  *   bash .gpu/run.sh matmul-tc-bench --probe   # pipeline-creation diagnosis: each variant in its own process
  *   bash .gpu/run.sh matmul-tc-bench --sweep[=v1,v2,...] [--ablate=t128x256k16,v2] [--shapes=4096] [--reps=20]
  *       every kernel variant of TC_TILES (and timing ablations of the variants named) over
@@ -318,7 +319,9 @@ async function main() {
   if (!flag('no-check')) {
     const results: TcResult[] = [];
     if ('frag' in plan) {
+      const only = opt('cases');
       for (const c of tcCases(ctx)) {
+        if (only && !JSON.stringify(c).includes(only)) continue;
         let r: TcResult;
         try {
           r = await runTcCase(ctx, c);
