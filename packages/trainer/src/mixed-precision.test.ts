@@ -248,7 +248,7 @@ describe('mixed precision', () => {
   });
 
   it('an f32 LoRA run keeps f16 images of its frozen bf16-valued weights for the run: same losses to f32 rounding, released at the end', async () => {
-    const run = async (images: boolean, minRows = 1) => {
+    const run = async (images: boolean, minRows = 1, f16Images = true) => {
       Object.assign(f16ImageTuning, { minRows, minCols: 1, anywhere: images });
       const { model, optimizer, data } = setup(ctx, { lora: true });
       // the base weights as a bf16 checkpoint loaded in f32 holds them; one kept full f32 (no exact image)
@@ -268,7 +268,7 @@ describe('mixed precision', () => {
       const during: number[] = [];
       const losses: number[] = [];
       const t = new Trainer({
-        model, optimizer, data, maxSteps: 3, signals: false, pipeline: false,
+        model, optimizer, data, maxSteps: 3, signals: false, pipeline: false, f16Images,
         callbacks: { onStep: (m) => void (losses.push(m.loss), during.push(f16ImageStats(ctx).count)) },
       });
       const d0 = ctx.stats.dispatches;
@@ -288,6 +288,7 @@ describe('mixed precision', () => {
       expect(img.after).toBe(0);
       // the products with an image ran on it: a split and a sum pass each, against a run that makes the images but
       // takes no product to them (at least the forward of every weight with an image and K >= 64, each step)
+      expect((await run(true, 1, false)).during).toEqual([0, 0, 0]); // the Trainer's f16Images: false
       const unused = await run(true, Infinity);
       expect(unused.during).toEqual(img.during);
       const extra = img.dispatches - unused.dispatches;

@@ -146,6 +146,11 @@ export interface TrainerOptions {
   /** Mixed precision (see {@link MixedPrecisionOptions}): `'f16'` or `'bf16'` is `{ dtype, compute: 'f16' }`, 16-bit
    *  frozen weights, f16 compute and loss scaling; the trainable weights stay f32. */
   mixedPrecision?: HalfDType | MixedPrecisionOptions;
+  /** Under f32 compute, keep the exact f16 image of every frozen f32 weight whose values allow one (a 16-bit
+   *  checkpoint loaded in f32) for the run, so that its products run on tensor cores with nothing rounded (2 bytes
+   *  per such parameter while the run lasts; only where the adapter has tensor cores). Default true; false keeps
+   *  the portable f32 kernels (and the memory). */
+  f16Images?: boolean;
   /** A loss scaler (created by `mixedPrecision` 'f16' when absent). */
   scaler?: GradScaler;
   callbacks?: TrainerCallbacks | TrainerCallbacks[];

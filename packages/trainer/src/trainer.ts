@@ -454,7 +454,7 @@ export class Trainer {
         if (emb) restore.push(emb);
         this.ctx.trimPool();
       }
-      restore.push(await f16ImagesForRun(this.model, this.compute));
+      if (o.f16Images ?? true) restore.push(await f16ImagesForRun(this.model, this.compute));
       while (this.step < o.maxSteps && !this.stopReason) {
         const f = this.encodeStep();
         const prev = inFlight;
