@@ -248,6 +248,7 @@ describe('mixed precision', () => {
   });
 
   it('an f32 LoRA run keeps f16 images of its frozen bf16-valued weights for the run: same losses to f32 rounding, released at the end', async () => {
+    const defaults = { ...f16ImageTuning };
     const run = async (images: boolean, minRows = 1, f16Images = true) => {
       Object.assign(f16ImageTuning, { minRows, minCols: 1, anywhere: images });
       const { model, optimizer, data } = setup(ctx, { lora: true });
@@ -302,7 +303,7 @@ describe('mixed precision', () => {
       for (let i = 0; i < a.length; i++) (worst = Math.max(worst, Math.abs(a[i]! - b[i]!))), (mag = Math.max(mag, Math.abs(b[i]!)));
       expect(worst).toBeLessThan(1e-4 * mag);
     } finally {
-      Object.assign(f16ImageTuning, { minRows: 256, minCols: 256, anywhere: false });
+      Object.assign(f16ImageTuning, defaults);
     }
   });
 

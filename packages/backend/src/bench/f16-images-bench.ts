@@ -38,7 +38,9 @@ const shapes: [number, number, number, 'NT' | 'NN', string][] = [
   [2048, 2048, 2048, 'NN', 'q/o input grad'],
   [2048, 2048, 5632, 'NN', 'gate/up input grad'],
   [2048, 5632, 2048, 'NN', 'down input grad'],
-  [512, 32000, 2048, 'NT', 'LM head chunk forward'],
+  [2048, 2048, 256, 'NN', 'k/v input grad'],
+  [256, 32000, 2048, 'NT', 'LM head chunk forward'],
+  [256, 2048, 32000, 'NN', 'LM head chunk input grad'],
 ];
 let bad = 0;
 for (const [M, N, K, layout, what] of shapes) {

@@ -8,9 +8,10 @@ import { f16ImageOf, f16ImageStats, f16ImageTuning, imageExponent, prepareF16Ima
 
 const ctx = await createContext();
 afterAll(() => ctx.destroy());
+const defaults = { ...f16ImageTuning };
 afterEach(() => {
   releaseF16Images(ctx);
-  Object.assign(f16ImageTuning, { minRows: 256, minCols: 256, anywhere: false });
+  Object.assign(f16ImageTuning, defaults);
 });
 
 const bf16 = (x: ArrayLike<number>) => roundTo('bf16', x);

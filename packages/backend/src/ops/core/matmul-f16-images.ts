@@ -44,11 +44,11 @@ interface Entry extends F16Image {
 const images = new WeakMap<Context, Map<GpuBuffer, Entry>>();
 
 /**
- * Tuning of the image path (a benchmark or test may change it): products with fewer rows (M) or columns (N) than
- * these keep the portable kernels; `anywhere` also takes the path on adapters without tensor cores (tests: the
+ * Tuning of the image path (a benchmark or test may change it): products with fewer rows (M), columns (N) or
+ * inner dim (K) than these keep the portable kernels; `anywhere` also takes the path on adapters without tensor cores (tests: the
  * plane product then runs on the portable f16 kernels, which are exact there too).
  */
-export const f16ImageTuning = { minRows: 256, minCols: 256, anywhere: false };
+export const f16ImageTuning = { minRows: 256, minCols: 256, minK: 64, anywhere: false };
 
 /** The exponent e with 2^e max in [2^13, 2^14) (as `frexp`; 0 for 0, inf or NaN), clamped to +-126. */
 export function imageExponent(max: number): number {

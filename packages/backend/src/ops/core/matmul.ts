@@ -256,7 +256,7 @@ function imagePlan(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: MatmulO
   if (a.dtype !== 'f32' || b.dtype !== 'f32' || transA || batch !== 1 || nB !== 1 || K % 2 || K < TC_MIN_K) return null;
   if (opts.tensorCores === false || (opts.variant !== undefined && opts.variant !== 'auto') || opts.tile || (opts.splitK ?? 1) !== 1) return null;
   const img = f16ImageOf(ctx, b.shape.length === 2 ? b : { ...b, shape: b.shape.slice(-2) });
-  if (!img || M < f16ImageTuning.minRows || N < f16ImageTuning.minCols) return null;
+  if (!img || M < f16ImageTuning.minRows || N < f16ImageTuning.minCols || K < f16ImageTuning.minK) return null;
   if (3 * M * Math.max(N, K) * 4 > ctx.maxBinding) return null;
   if (f16ImageTuning.anywhere) return img;
   return 'frag' in contextTcPlan(ctx) ? img : null;
