@@ -8,11 +8,11 @@
 // reserved), and with --profile the top kernels by GPU time.
 //   node lora-step-1b.mjs [--compute f16|f32] [--weights f16|bf16|f32] [--matmul-precision highest|high] [--layers 22] [--hidden 2048] [--inter 5632]
 //                         [--heads 32] [--kv 4] [--vocab 32000] [--batch 4] [--seq 512] [--r 16] [--steps 10]
-//                         [--warmup 3] [--checkpointing] [--profile] [--quick] [--tc-min-big N]
+//                         [--warmup 3] [--checkpointing] [--profile] [--quick] [--tc-min-big N] [--f16-images]
 //                         [--lowrank-wg N]
 // --lowrank-wg N: tuning, the workgroups lowRankOuter aims for (lowRankTuning.workgroups).
 // --tc-min-big: tuning, the tile count from which the tensor-core matmul takes its big tile (tcTuning.minBigTiles).
-import { createContext, lowRankTuning, setF32MatmulPrecision, tcTuning, type DType, type F32MatmulPrecision } from '@rusty/backend';
+import { cast, createContext, lowRankTuning, prepareF16Images, setF32MatmulPrecision, tcTuning, type DType, type F32MatmulPrecision } from '@rusty/backend';
 import { AdamW, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import { applyLora, CausalLM, loraTargets, parseModelConfig } from '../index';
 import { timeSteps } from './time-steps';
@@ -59,7 +59,11 @@ const config = parseModelConfig({
 const t0 = performance.now();
 const model = new CausalLM(ctx, config, { dtype: weights, empty: true, gradientCheckpointing: flag('--checkpointing') });
 const BLOCK = 1 << 23;
-const block = Tensor.randn(ctx, [BLOCK], { dtype: weights, std: 0.02, seed: 1 });
+// --f16-images (f32 weights): bf16 values in f32, as a bf16 checkpoint loads, and their f16 images kept as the
+// Trainer keeps them for a run
+const images = flag('--f16-images') && weights === 'f32';
+const block = Tensor.randn(ctx, [BLOCK], { dtype: images ? 'bf16' : weights, std: 0.02, seed: 1 });
+if (images) block.assign(cast(ctx, block.data, 'f32'));
 const ones = Tensor.ones(ctx, [Math.max(cfg.hidden, cfg.inter)], { dtype: weights });
 const bytesPer = weights === 'f32' ? 4 : 2;
 for (const [name, p] of model.namedParameters()) {
@@ -73,6 +77,7 @@ block.dispose();
 ones.dispose();
 applyLora(model, { r: cfg.r, alpha: 2 * cfg.r, targetModules: [...loraTargets(config)], seed: 0 });
 model.setComputeDtype(compute);
+const imageCount = images ? await prepareF16Images(ctx, model.linearWeights().filter((p) => !p.requiresGrad && p.dtype === 'f32').map((p) => p.data)) : 0;
 const trainable = [...model.namedParameters()].filter(([, p]) => p.requiresGrad).map(([, p]) => p);
 const opt = new AdamW(ctx, trainable, { lr: 1e-4, weightDecay: 0 });
 const n = cfg.batch * cfg.seq;
@@ -99,7 +104,7 @@ console.log(
   JSON.stringify({
     bench: 'lora-step-1b',
     adapter: `${ctx.info.vendor} ${ctx.info.architecture} ${ctx.info.description}`.trim(),
-    config: { ...cfg, compute, weights, matmulPrecision: precision, checkpointing: flag('--checkpointing'), tcMinBigTiles: tcTuning.minBigTiles, lowRank: { ...lowRankTuning } },
+    config: { ...cfg, compute, weights, matmulPrecision: precision, f16Images: imageCount, checkpointing: flag('--checkpointing'), tcMinBigTiles: tcTuning.minBigTiles, lowRank: { ...lowRankTuning } },
     trainableTensors: trainable.length,
     buildMs: Math.round(buildMs),
     stepMs: +ms.toFixed(2),
