@@ -250,7 +250,7 @@ describe('mixed precision', () => {
   it('an f32 LoRA run keeps f16 images of its frozen bf16-valued weights for the run: same losses to f32 rounding, released at the end', async () => {
     const defaults = { ...f16ImageTuning };
     const run = async (images: boolean, minRows = 1, f16Images = true) => {
-      Object.assign(f16ImageTuning, { minRows, minCols: 1, anywhere: images });
+      Object.assign(f16ImageTuning, { minRows, minCols: 1, minK: 1, anywhere: images });
       const { model, optimizer, data } = setup(ctx, { lora: true });
       // the base weights as a bf16 checkpoint loaded in f32 holds them; one kept full f32 (no exact image)
       let frozen = 0;

@@ -4,7 +4,7 @@ import { download, release, upload } from '../../tensor';
 import { randn } from '../../testing';
 import { roundTo } from './core.ref';
 import { matmul } from './matmul';
-import { f16ImageOf, f16ImageStats, f16ImageTuning, imageExponent, prepareF16Images, releaseF16Images } from './matmul-f16-images';
+import { f16ImageOf, f16ImageStats, f16ImageTuning, imageChunks, imageExponent, prepareF16Images, releaseF16Images } from './matmul-f16-images';
 
 const ctx = await createContext();
 afterAll(() => ctx.destroy());
@@ -18,7 +18,7 @@ const bf16 = (x: ArrayLike<number>) => roundTo('bf16', x);
 const f32 = Math.fround;
 
 /** The path forced on this adapter (the plane product runs on the portable f16 kernels, exact there too). */
-const forcePath = () => Object.assign(f16ImageTuning, { minRows: 1, minCols: 1, anywhere: true });
+const forcePath = () => Object.assign(f16ImageTuning, { minRows: 1, minCols: 1, minK: 1, anywhere: true });
 
 /** float64 reference of op(A) @ op(B) for A [M, K], B [K, N] or [N, K] (transB). */
 function ref(a: ArrayLike<number>, b: ArrayLike<number>, M: number, N: number, K: number, transB: boolean): Float64Array {
@@ -33,6 +33,13 @@ function ref(a: ArrayLike<number>, b: ArrayLike<number>, M: number, N: number, K
 }
 
 describe('exact f32 products through f16 images (runs everywhere with the path forced)', () => {
+  it('imageChunks: K in at most maxChunkK per chunk, dividing K, or none', () => {
+    expect(imageChunks(4096)).toBe(1);
+    expect(imageChunks(5632)).toBe(2);
+    expect(imageChunks(32000)).toBe(8);
+    expect(imageChunks(8198)).toBe(0); // 2 x 4099: no divisor from 3 to 64
+  });
+
   it('imageExponent brings the maximum into [2^13, 2^14)', () => {
     for (const m of [1, 0.75, 3e-5, 6e4, 1e-40, 3.4e38, 2 ** 13, 2 ** 14 - 1])
       expect(2 ** imageExponent(m) * f32(m), `${m}`).toBeGreaterThanOrEqual(m < 1e-38 ? 0 : 2 ** 13);
@@ -85,6 +92,11 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
     const want = ref(av, wv, M, N, K, true);
     const c = await download(ctx, matmul(ctx, a, w, { transB: true }));
     for (let i = 0; i < M * N; i++) expect(c[i], `${i}`).toBe(f32(want[i]!));
+    // in K chunks (4 of 16), summed apart: the same bits
+    f16ImageTuning.maxChunkK = 16;
+    const cc = await download(ctx, matmul(ctx, a, w, { transB: true }));
+    for (let i = 0; i < M * N; i++) expect(cc[i], `${i}`).toBe(f32(want[i]!));
+    f16ImageTuning.maxChunkK = 4096;
     // precision 'high' keeps two planes: the low bits of A are gone (22 bits)
     const ch = await download(ctx, matmul(ctx, a, w, { transB: true, precision: 'high' }));
     let differ = 0;
@@ -111,7 +123,9 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
     const bias = upload(ctx, biasv, [N], 'bf16');
     expect(await prepareF16Images(ctx, [wNT, wKN])).toBe(2);
     const biasR = roundTo('bf16', biasv);
-    for (const [w, transB] of [[wNT, true], [wKN, false]] as const) {
+    // maxChunkK 32: K = 70 is summed in 5 chunks of 14 (split-K), each a shorter sum on the tensor cores
+    for (const [w, transB, chunk] of [[wNT, true, 4096], [wKN, false, 4096], [wNT, true, 32], [wKN, false, 32]] as const) {
+      f16ImageTuning.maxChunkK = chunk;
       const want = ref(av, transB ? wv : wt, M, N, K, transB);
       const out = upload(ctx, c0v, [M, N]);
       matmul(ctx, a, w, { transB, alpha: 0.5, bias, accumulate: true, out });
@@ -129,7 +143,7 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
         worstPortable = Math.max(worstPortable, Math.abs(portable[i]! - want[i]!) / mag);
       }
       // f32 rounding of a K = 70 sum: a few units of 2^-24 of the magnitude; the portable kernel's own error beside it
-      expect(worst, `transB ${transB}`).toBeLessThan(4 * 2 ** -24);
+      expect(worst, `transB ${transB}, chunks of ${chunk}`).toBeLessThan(4 * 2 ** -24);
       expect(worstPortable).toBeLessThan(4 * 2 ** -24);
       release(ctx, out);
     }

@@ -48,7 +48,21 @@ const images = new WeakMap<Context, Map<GpuBuffer, Entry>>();
  * inner dim (K) than these keep the portable kernels; `anywhere` also takes the path on adapters without tensor cores (tests: the
  * plane product then runs on the portable f16 kernels, which are exact there too).
  */
-export const f16ImageTuning = { minRows: 256, minCols: 256, minK: 64, anywhere: false };
+export const f16ImageTuning = { minRows: 256, minCols: 512, minK: 512, maxChunkK: 4096, anywhere: false };
+
+/**
+ * The K chunks an image product of inner dim K is summed over: 1 up to `maxChunkK`, else the fewest (at most 64)
+ * that divide K into chunks of at most `maxChunkK` (0: none, the product keeps the portable kernels). The tensor
+ * cores' f32 accumulation adds error with the length of the sum (on an H100, 2026-11-24: about 2.5e-7 of
+ * sum |a b| at K = 2048, 4e-7 at 5632 and 9.7e-7 at 32000, against 1-2.6e-7 for the portable FMA kernels); chunks
+ * summed apart in f32 keep it at the short sums' level.
+ */
+export function imageChunks(K: number): number {
+  const max = f16ImageTuning.maxChunkK;
+  if (K <= max) return 1;
+  for (let s = Math.ceil(K / max); s <= 64; s++) if (K % s === 0) return s;
+  return 0;
+}
 
 /** The exponent e with 2^e max in [2^13, 2^14) (as `frexp`; 0 for 0, inf or NaN), clamped to +-126. */
 export function imageExponent(max: number): number {

@@ -66,7 +66,7 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
   const B = upload(ctx, bv, bShape, dt);
   const tuning = { ...f16ImageTuning };
   if (c.f32Image) {
-    Object.assign(f16ImageTuning, { minRows: 1, minCols: 1 });
+    Object.assign(f16ImageTuning, { minRows: 1, minCols: 1, minK: 1 });
     await prepareF16Images(ctx, [B]);
     if (!f16ImageOf(ctx, B)) throw new Error('matmul-tc case: the bf16-valued B got no f16 image');
   }
@@ -166,6 +166,7 @@ export function tcCases(ctx: Context): TcCase[] {
   cases.push({ M: 333, N: 257, K: 130, transB: true, f32Image: 'high' });
   cases.push({ M: 33, N: 40, K: 100, batchA: 4, transB: true, f32Image: 'highest', alpha: 0.5, bias: true, accumulate: true });
   cases.push({ M: 300, N: 100, K: 64, f32Image: 'high', bias: true });
+  cases.push({ M: 260, N: 520, K: 5000, transB: true, f32Image: 'highest' }); // two K chunks of 2500
   for (const tile of Object.keys(TC_TILES) as TcTileName[]) {
     const fits = (tA: boolean, tB: boolean) => 'frag' in plan && !tcTileProblem(TC_TILES[tile], plan, ctx.info.limits, tA, tB);
     if (fits(false, true)) cases.push({ M: 256, N: 256, K: 256, transB: true, tile });

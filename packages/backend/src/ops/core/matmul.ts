@@ -8,7 +8,7 @@ import { formatOf } from '../../format';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import { contextTcPlan, matmulTc, type MatmulLaunch, type TcTile, type TensorCorePlan } from './matmul-tc';
 import { f16x3Tuning, f32MatmulPrecision, splitF16x3, type F32MatmulPrecision } from './matmul-f16x3';
-import { f16ImageOf, f16ImageTuning, splitRows, sumPlanes, type F16Image } from './matmul-f16-images';
+import { f16ImageOf, f16ImageTuning, imageChunks, splitRows, sumPlanes, type F16Image } from './matmul-f16-images';
 import { reduce } from './reduce';
 import { assertFloat, broadcastShapes, cachedKernel, checkBinding, checkOut, fmtShape } from './util';
 
@@ -187,7 +187,7 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
     const { planes, rexp } = splitRows(ctx, a, Mk, K, P);
     let part: DeviceTensor | null = null;
     try {
-      part = matmul(ctx, planes, img.img, { transB, tensorCores: opts.tensorCores });
+      part = matmul(ctx, planes, img.img, { transB, tensorCores: opts.tensorCores, splitK: imageChunks(K) });
       sumPlanes(ctx, part, rexp, c, Mk, N, P, img.e, { alpha: opts.alpha ?? 1, bias: opts.bias, accumulate: !!opts.accumulate });
     } finally {
       for (const x of [planes.buffer, rexp, part?.buffer]) if (x) ctx.release(x);
@@ -249,15 +249,16 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
  * B's f16 image for an exact f32 product on tensor cores (ops/core/matmul-f16-images.ts), or null: f32 A not
  * transposed with rows folded into one product, an unbatched f32 B with an image (`prepareF16Images`), no
  * portable variant, tile or split asked for, tensor cores not refused (and on the adapter, unless
- * `f16ImageTuning.anywhere`), K even and at least TC_MIN_K, M and N at least the tuning's minima, and the planes
- * within one binding.
+ * `f16ImageTuning.anywhere`), K even and at least TC_MIN_K, M, N and K at least the tuning's minima, K in chunks
+ * (`imageChunks`), and the planes within one binding.
  */
 function imagePlan(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: MatmulOptions, M: number, N: number, K: number, batch: number, transA: boolean, nB: number): F16Image | null {
   if (a.dtype !== 'f32' || b.dtype !== 'f32' || transA || batch !== 1 || nB !== 1 || K % 2 || K < TC_MIN_K) return null;
   if (opts.tensorCores === false || (opts.variant !== undefined && opts.variant !== 'auto') || opts.tile || (opts.splitK ?? 1) !== 1) return null;
   const img = f16ImageOf(ctx, b.shape.length === 2 ? b : { ...b, shape: b.shape.slice(-2) });
   if (!img || M < f16ImageTuning.minRows || N < f16ImageTuning.minCols || K < f16ImageTuning.minK) return null;
-  if (3 * M * Math.max(N, K) * 4 > ctx.maxBinding) return null;
+  const chunks = imageChunks(K);
+  if (!chunks || chunks * 3 * M * N * 4 > ctx.maxBinding || 3 * M * K * 2 > ctx.maxBinding) return null;
   if (f16ImageTuning.anywhere) return img;
   return 'frag' in contextTcPlan(ctx) ? img : null;
 }
