@@ -72,6 +72,10 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
     expect(f16ImageOf(ctx, { ...w, shape: [K, N] })).toBeUndefined();
     expect(await prepareF16Images(ctx, [w])).toBe(1); // already there
     expect(f16ImageStats(ctx).count).toBe(1);
+    // a weight smaller than any product would take an image for (N, K >= 512 by default) gets none
+    releaseF16Images(ctx);
+    Object.assign(f16ImageTuning, { minCols: defaults.minCols, minK: defaults.minK });
+    expect(await prepareF16Images(ctx, [w])).toBe(0);
     release(ctx, w, f32w, nanw, widew);
   });
 

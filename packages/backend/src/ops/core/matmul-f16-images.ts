@@ -76,9 +76,10 @@ export function imageExponent(max: number): number {
 
 /**
  * Make and keep the f16 images of these f32 matrices (2-D, frozen: nothing should write them while the images are
- * in use; a write drops the image) where the values allow an exact one. Two read-backs in all. Returns how many
- * have an image now (ones already prepared count); 0 at once on an adapter without tensor cores (unless
- * `f16ImageTuning.anywhere`), where no product would read them.
+ * in use; a write drops the image) where the values allow an exact one, and only where a product would take it (both
+ * dims at least the smaller of `minCols` and `minK`). Two read-backs in all. Returns how many have an image now
+ * (ones already prepared count); 0 at once on an adapter without tensor cores (unless `f16ImageTuning.anywhere`),
+ * where no product would read them.
  */
 export async function prepareF16Images(ctx: Context, weights: readonly DeviceTensor[]): Promise<number> {
   if (!f16ImageTuning.anywhere && !('frag' in contextTcPlan(ctx))) return 0;
@@ -86,8 +87,10 @@ export async function prepareF16Images(ctx: Context, weights: readonly DeviceTen
   if (!reg) images.set(ctx, (reg = new Map()));
   const todo: DeviceTensor[] = [];
   let have = 0;
+  // a product with B [N, K] or [K, N] takes an image only with N and K at least these: smaller weights never would
+  const minDim = Math.min(f16ImageTuning.minCols, f16ImageTuning.minK);
   for (const w of weights) {
-    if (w.dtype !== 'f32' || w.shape.length !== 2 || numel(w.shape) === 0 || w.buffer.released) continue;
+    if (w.dtype !== 'f32' || w.shape.length !== 2 || Math.min(...w.shape) < minDim || numel(w.shape) === 0 || w.buffer.released) continue;
     if (f16ImageOf(ctx, w)) have++;
     else if (numel(w.shape) * 4 <= ctx.maxBinding && !todo.some((t) => t.buffer === w.buffer)) todo.push(w);
   }
