@@ -2,18 +2,11 @@
 // (ops/core/matmul-f16-images.ts): img = f16(s w) with s = 2^e (e from max |w|, chosen by the wrapper), and a
 // count of the elements the image does not hold exactly (img / s != w: bits below f16's precision, subnormal
 // underflow, inf or NaN). Only an image with a count of 0 is used, so a product with it is the product with w.
-// round16 rounds to the nearest f16 (ties to even) written out, as in matmul-f16x3-split.wgsl (a compiler may fold
-// a round trip through pack2x16float).
+// round16 (shaders/round-f16.wgsl, prepended) rounds to the nearest f16, ties to even.
 // Bindings: w read f32 [n]; img rw u32 [ceil(n / 2)] (f16 pairs); bad rw atomic u32 [slots] (zeroed by the
 //   wrapper; one word per weight of a batch).
 // Params: n, row (threads per grid row), s, inv (1 / s), slot (this weight's word of bad).
 // Workgroup: 256 threads, thread t takes elements 2t and 2t + 1; grid 2-D (grid.ts).
-fn round16(y: f32) -> f32 {
-  if (abs(y) < 6.103515625e-5) { return round(y * 16777216.0) * 5.9604644775390625e-8; }
-  let b = bitcast<u32>(y);
-  return bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3u) {
   let t = gid.x + gid.y * p.row;

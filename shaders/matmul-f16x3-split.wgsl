@@ -2,7 +2,8 @@
 // (ops/core/matmul-f16x3.ts), both operands in one dispatch: three f16 copies of s * x along K, each the hi or
 // the lo part, so that one f16 x f16 -> f32 product with K' = 3K sums hiA hiB + hiA loB + loA hiB (A B to about
 // 22 bits; loA loB, 2^-22 of the product, is dropped):
-//   hi = f16(s x),  lo = f16(s x - hi)      (s x - hi is exact in f32; both rounded to nearest even by round16)
+//   hi = f16(s x),  lo = f16(s x - hi)      (s x - hi is exact in f32; both rounded to nearest even by round16,
+//   shaders/round-f16.wgsl, prepended)
 // s = 2^e brings max |x| into [2^13, 2^14): hi parts stay far below f16's 65504, and lo parts stay normal f16 for
 // every element within 2^-9 of the maximum (smaller ones keep an absolute error under 2^-25 max |x|). The
 // product's epilogue multiplies by 1 / (sA sB), exact in f32. Zero, inf or NaN maxima take s = 1.
@@ -24,15 +25,6 @@ fn scale_exp(mbits: u32) -> i32 {
   if (mbits == 0u || mbits >= 0x7f800000u) { return 0; }
   // max = f * 2^ex with f in [0.5, 1): 2^(14 - ex) max lies in [2^13, 2^14)
   return clamp(14 - frexp(bitcast<f32>(mbits)).exp, -126, 126);
-}
-
-// y rounded to the nearest f16 (ties to even), as f32: integer rounding of the f32 bits to 11 significant bits in
-// f16's normal range, a multiple of 2^-24 below it. Written out because a compiler may fold a round trip
-// f32(f16(y)) (or unpack(pack(y))) into y: lavapipe does. |y| <= 2^14 here (or inf / NaN, which stay).
-fn round16(y: f32) -> f32 {
-  if (abs(y) < 6.103515625e-5) { return round(y * 16777216.0) * 5.9604644775390625e-8; }
-  let b = bitcast<u32>(y);
-  return bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);
 }
 
 // The hi and lo parts of s * x (4 lanes).

@@ -5,19 +5,13 @@
 // Three planes hold every bit of x for elements within 2^-6 of the row's maximum; smaller ones keep an absolute
 // error under 2^-25 / s_r (2^-38 of the row's maximum). Two planes keep 22 bits (the 'high' precision).
 // Each f16 x f16 product of a plane and the f16 image of B is exact in f32. The row exponents go to rexp for
-// matmul-planes-sum.wgsl, which undoes the scale. round16 as in matmul-f16x3-split.wgsl.
+// matmul-planes-sum.wgsl, which undoes the scale. round16: shaders/round-f16.wgsl, prepended.
 // Bindings: x read f32 [R, K] (redeclared as x2: array<vec2f>, K even); planes rw u32 [P, R, K / 2] (f16 pairs);
 //   rexp rw i32 [R].
 // Params: R, K, P.
 // Workgroup: 256 threads per row (a grid-stride loop over the row's pairs, twice: max, then split); grid 2-D
 //   (workgroup index wid.x + wid.y * nwg.x = the row).
 var<workgroup> red: array<u32, 256>;
-
-fn round16(y: f32) -> f32 {
-  if (abs(y) < 6.103515625e-5) { return round(y * 16777216.0) * 5.9604644775390625e-8; }
-  let b = bitcast<u32>(y);
-  return bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) tid: u32) {

@@ -18,6 +18,7 @@
 import imageWgsl from '../../../../../shaders/matmul-f16-image.wgsl';
 import rowsWgsl from '../../../../../shaders/matmul-rows-split.wgsl';
 import sumWgsl from '../../../../../shaders/matmul-planes-sum.wgsl';
+import round16Wgsl from '../../../../../shaders/round-f16.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context } from '../../context';
 import type { DType } from '../../dtype';
@@ -107,7 +108,7 @@ export async function prepareF16Images(ctx: Context, weights: readonly DeviceTen
   ctx.release(maxima.buffer);
   const k = cachedKernel(ctx, 'mm-f16-image', () => ({
     name: 'matmul_f16_image',
-    code: imageWgsl,
+    code: round16Wgsl + imageWgsl,
     bindings: [
       { name: 'w', access: 'read', dtype: 'f32' },
       { name: 'img', access: 'rw', dtype: 'u32' },
@@ -173,7 +174,7 @@ export function f16ImageStats(ctx: Context): { count: number; bytes: number } {
 export function splitRows(ctx: Context, a: DeviceTensor, R: number, K: number, P: 2 | 3): { planes: DeviceTensor; rexp: GpuBuffer } {
   const k = cachedKernel(ctx, 'mm-rows-split', () => ({
     name: 'matmul_rows_split',
-    code: '@group(0) @binding(1) var<storage, read> x2: array<vec2f>;\n' + rowsWgsl,
+    code: '@group(0) @binding(1) var<storage, read> x2: array<vec2f>;\n' + round16Wgsl + rowsWgsl,
     bindings: [
       { name: 'x', access: 'read', dtype: 'f32' },
       { name: 'planes', access: 'rw', dtype: 'u32' },

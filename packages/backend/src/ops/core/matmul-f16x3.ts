@@ -12,6 +12,7 @@
  */
 import absmaxWgsl from '../../../../../shaders/matmul-f16x3-absmax.wgsl';
 import splitWgsl from '../../../../../shaders/matmul-f16x3-split.wgsl';
+import round16Wgsl from '../../../../../shaders/round-f16.wgsl';
 import type { GpuBuffer } from '../../buffer-pool';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
@@ -121,7 +122,7 @@ export function splitF16x3(ctx: Context, a: DeviceTensor, b: DeviceTensor, trans
   if (gy > 65535) throw new ShapeError(`matmul: ${wa + wb} workgroups of the f16x3 split are more than one dispatch takes`);
   const k = cachedKernel(ctx, `mm-f16x3-split:${+vecSplit}`, () => ({
     name: `matmul_f16x3_split${vecSplit ? '_v4' : ''}`,
-    code: views(vecSplit, true) + splitWgsl,
+    code: views(vecSplit, true) + round16Wgsl + splitWgsl,
     bindings: [...shared, { name: 'outa', access: 'rw', dtype: 'u32' }, { name: 'outb', access: 'rw', dtype: 'u32' }],
     params: ['u32:na', 'u32:Ra', 'u32:Ca', 'u32:cola', 'u32:loa', 'u32:ga', 'u32:nb', 'u32:Rb', 'u32:Cb', 'u32:colb', 'u32:lob', 'u32:gb', 'u32:wa', 'u32:wb'],
     consts: { VEC: vecSplit },
