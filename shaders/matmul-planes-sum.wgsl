@@ -4,21 +4,46 @@
 // applied as two powers of two, each within f32's exponent range, so the intermediate lies between the sum and the
 // result), then alpha, bias and accumulate as in matmul.wgsl: c = alpha * (...) (+ bias[n]) (+ c).
 // Bindings: part read f32 [P, R, N]; rexp read i32 [R]; bias read [N] (any float dtype; part again without
-//   HAS_BIAS); c rw f32 [R, N].
+//   HAS_BIAS); c rw f32 [R, N]; the wrapper also declares part4 and c4: array<vec4f> on their binding numbers
+//   (entry point main uses those, main1 the scalar arrays).
 // Params: n (R * N), row (threads per grid row), N, P, eb (i32), alpha (f32).
 // Consts (prepended): HAS_BIAS, ACCUM.
-// Workgroup: 256 threads, one element each; grid 2-D (grid.ts).
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3u) {
-  let i = gid.x + gid.y * p.row;
-  if (i >= p.n) { return; }
-  let r = i / p.N;
-  var v = part[i] + part[p.n + i];
-  if (p.P == 3u) { v += part[2u * p.n + i]; }
+// Workgroup: 256 threads; grid 2-D (grid.ts).
+fn unscale(v: f32, r: u32) -> f32 {
   let c2 = -(rexp[r] + p.eb);
   let c1 = c2 / 2;
-  v = ldexp(ldexp(v, c1), c2 - c1) * p.alpha;
-  if (HAS_BIAS) { v += read_bias(i % p.N); }
-  if (ACCUM) { v += c[i]; }
-  c[i] = v;
+  return ldexp(ldexp(v, c1), c2 - c1) * p.alpha;
+}
+
+// Entry point main (N a multiple of 4): a thread takes 4 elements of one row through the vec4f views.
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3u) {
+  let t = gid.x + gid.y * p.row;
+  let q = p.n / 4u;
+  if (t >= q) { return; }
+  let i = 4u * t;
+  let r = i / p.N;
+  var s = part4[t] + part4[q + t];
+  if (p.P == 3u) { s += part4[2u * q + t]; }
+  var v = vec4f(unscale(s.x, r), unscale(s.y, r), unscale(s.z, r), unscale(s.w, r));
+  if (HAS_BIAS) {
+    let n = i % p.N;
+    v += vec4f(read_bias(n), read_bias(n + 1u), read_bias(n + 2u), read_bias(n + 3u));
+  }
+  if (ACCUM) { v += c4[t]; }
+  c4[t] = v;
+}
+
+// Entry point main1: one element per thread.
+@compute @workgroup_size(256)
+fn main1(@builtin(global_invocation_id) gid: vec3u) {
+  let t = gid.x + gid.y * p.row;
+  if (t >= p.n) { return; }
+  let r = t / p.N;
+  var s = part[t] + part[p.n + t];
+  if (p.P == 3u) { s += part[2u * p.n + t]; }
+  var v = unscale(s, r);
+  if (HAS_BIAS) { v += read_bias(t % p.N); }
+  if (ACCUM) { v += c[t]; }
+  c[t] = v;
 }

@@ -201,9 +201,11 @@ export function sumPlanes(
   epi: { alpha: number; bias?: DeviceTensor; accumulate: boolean },
 ): void {
   const biasDtype: DType = epi.bias?.dtype ?? 'f32';
-  const k = cachedKernel(ctx, `mm-planes-sum:${biasDtype}:${+!!epi.bias}:${+epi.accumulate}`, () => ({
+  const vec = N % 4 === 0;
+  const k = cachedKernel(ctx, `mm-planes-sum:${biasDtype}:${+!!epi.bias}:${+epi.accumulate}:${+vec}`, () => ({
     name: 'matmul_planes_sum',
-    code: sumWgsl,
+    code: '@group(0) @binding(1) var<storage, read> part4: array<vec4f>;\n@group(0) @binding(4) var<storage, read_write> c4: array<vec4f>;\n' + sumWgsl,
+    entryPoint: vec ? 'main' : 'main1',
     bindings: [
       { name: 'part', access: 'read', dtype: 'f32' },
       { name: 'rexp', access: 'read', dtype: 'i32' },
@@ -214,6 +216,6 @@ export function sumPlanes(
     consts: { HAS_BIAS: !!epi.bias, ACCUM: epi.accumulate },
   }));
   const n = R * N;
-  const { wg, row } = grid1d(n, 256);
+  const { wg, row } = grid1d(vec ? n / 4 : n, 256);
   ctx.dispatch(k, [part.buffer, rexp, epi.bias?.buffer ?? part.buffer, c.buffer], wg, [n, row, N, P, eb, epi.alpha]);
 }
