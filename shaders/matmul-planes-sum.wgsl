@@ -1,12 +1,12 @@
 // matmul-planes-sum: the epilogue of an exact f32 product on f16 tensor cores (ops/core/matmul-f16-images.ts):
-// the P plane products part [P, R, N] (plane j: A's plane j times B's f16 image, f32 accumulation) summed in plane
-// order, unscaled by 2^-(e_r + eb) (e_r: row r's exponent from matmul-rows-split.wgsl, eb: B's image exponent;
+// the J partial products part [J, R, N] (J = chunks of K x planes, [chunk][plane]: a plane of A times B's f16 image
+// over one chunk of K, f32 accumulation) summed in that order, unscaled by 2^-(e_r + eb) (e_r: row r's exponent from matmul-rows-split.wgsl, eb: B's image exponent;
 // applied as two powers of two, each within f32's exponent range, so the intermediate lies between the sum and the
 // result), then alpha, bias and accumulate as in matmul.wgsl: c = alpha * (...) (+ bias[n]) (+ c).
-// Bindings: part read f32 [P, R, N]; rexp read i32 [R]; bias read [N] (any float dtype; part again without
+// Bindings: part read f32 [J, R, N]; rexp read i32 [R]; bias read [N] (any float dtype; part again without
 //   HAS_BIAS); c rw f32 [R, N]; the wrapper also declares part4 and c4: array<vec4f> on their binding numbers
 //   (entry point main uses those, main1 the scalar arrays).
-// Params: n (R * N), row (threads per grid row), N, P, eb (i32), alpha (f32).
+// Params: n (R * N), row (threads per grid row), N, J, eb (i32), alpha (f32).
 // Consts (prepended): HAS_BIAS, ACCUM.
 // Workgroup: 256 threads; grid 2-D (grid.ts).
 fn unscale(v: f32, r: u32) -> f32 {
@@ -23,8 +23,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   if (t >= q) { return; }
   let i = 4u * t;
   let r = i / p.N;
-  var s = part4[t] + part4[q + t];
-  if (p.P == 3u) { s += part4[2u * q + t]; }
+  var s = part4[t];
+  for (var j = 1u; j < p.J; j++) { s += part4[j * q + t]; }
   var v = vec4f(unscale(s.x, r), unscale(s.y, r), unscale(s.z, r), unscale(s.w, r));
   if (HAS_BIAS) {
     let n = i % p.N;
@@ -40,8 +40,8 @@ fn main1(@builtin(global_invocation_id) gid: vec3u) {
   let t = gid.x + gid.y * p.row;
   if (t >= p.n) { return; }
   let r = t / p.N;
-  var s = part[t] + part[p.n + t];
-  if (p.P == 3u) { s += part[2u * p.n + t]; }
+  var s = part[t];
+  for (var j = 1u; j < p.J; j++) { s += part[j * p.n + t]; }
   var v = unscale(s, r);
   if (HAS_BIAS) { v += read_bias(t % p.N); }
   if (ACCUM) { v += c[t]; }

@@ -188,7 +188,7 @@ export function splitRows(ctx: Context, a: DeviceTensor, R: number, K: number, P
   return { planes: { buffer: planes, dtype: 'f16', shape: [P * R, K] }, rexp };
 }
 
-/** Step 3: c = alpha * 2^-(e_r + eb) * (sum of the P planes of `part`) (+ bias) (+ c). */
+/** Step 3: c = alpha * 2^-(e_r + eb) * (sum of the J parts [J, R, N] of `part`, in order) (+ bias) (+ c). */
 export function sumPlanes(
   ctx: Context,
   part: DeviceTensor,
@@ -196,7 +196,7 @@ export function sumPlanes(
   c: DeviceTensor,
   R: number,
   N: number,
-  P: number,
+  J: number,
   eb: number,
   epi: { alpha: number; bias?: DeviceTensor; accumulate: boolean },
 ): void {
@@ -212,10 +212,10 @@ export function sumPlanes(
       { name: 'bias', access: 'read', dtype: biasDtype },
       { name: 'c', access: 'rw', dtype: 'f32' },
     ],
-    params: ['u32:n', 'u32:row', 'u32:N', 'u32:P', 'i32:eb', 'f32:alpha'],
+    params: ['u32:n', 'u32:row', 'u32:N', 'u32:J', 'i32:eb', 'f32:alpha'],
     consts: { HAS_BIAS: !!epi.bias, ACCUM: epi.accumulate },
   }));
   const n = R * N;
   const { wg, row } = grid1d(vec ? n / 4 : n, 256);
-  ctx.dispatch(k, [part.buffer, rexp, epi.bias?.buffer ?? part.buffer, c.buffer], wg, [n, row, N, P, eb, epi.alpha]);
+  ctx.dispatch(k, [part.buffer, rexp, epi.bias?.buffer ?? part.buffer, c.buffer], wg, [n, row, N, J, eb, epi.alpha]);
 }

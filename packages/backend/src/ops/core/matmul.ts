@@ -183,14 +183,24 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
   const img = imagePlan(ctx, a, b, opts, Mk, N, K, batch, transA, nB);
   if (img) {
     // A's rows as f16 planes, one product of the stacked planes with B's exact f16 image, the planes summed
+    // (over S chunks of K: the stacked planes' products per chunk as a batch, every part summed in one pass)
     const P = (opts.precision ?? f32MatmulPrecision(ctx)) === 'high' ? 2 : 3;
+    const S = imageChunks(K);
+    const kc = K / S;
+    const rows = P * Mk;
     const { planes, rexp } = splitRows(ctx, a, Mk, K, P);
-    let part: DeviceTensor | null = null;
+    const part = empty(ctx, [S, rows, N]);
     try {
-      part = matmul(ctx, planes, img.img, { transB, tensorCores: opts.tensorCores, splitK: imageChunks(K) });
-      sumPlanes(ctx, part, rexp, c, Mk, N, P, img.e, { alpha: opts.alpha ?? 1, bias: opts.bias, accumulate: !!opts.accumulate });
+      const inner = { tensorCores: opts.tensorCores };
+      const path = matmulPath(ctx, 'f16', 'f16', inner, kc);
+      const variant = path.tc ? 'auto' : autoVariant(ctx, rows, N, kc, S, false, transB, false);
+      encode(ctx, planes, img.img, part, path, variant, inner, {
+        M: rows, N, K: kc, batch: S, transA: false, transB, lda: K, ldb: transB ? K : N,
+        sa: kc, sb: transB ? kc : kc * N, alpha: 1, accumulate: false, bias: undefined,
+      });
+      sumPlanes(ctx, part, rexp, c, Mk, N, S * P, img.e, { alpha: opts.alpha ?? 1, bias: opts.bias, accumulate: !!opts.accumulate });
     } finally {
-      for (const x of [planes.buffer, rexp, part?.buffer]) if (x) ctx.release(x);
+      for (const x of [planes.buffer, rexp, part.buffer]) ctx.release(x);
     }
     return c;
   }
