@@ -154,6 +154,24 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
     release(ctx, a, wNT, wKN, bias);
   });
 
+  it('an f16 B is its own image: f32 x f16 products take the planes, exactly', async () => {
+    forcePath();
+    const M = 5;
+    const K = 64;
+    const N = 32;
+    const av = Float32Array.from(randn(M * K, 41), (v, i) => v * 2 ** ((Math.floor(i / K) * 30) - 60));
+    const wv = new Float32Array(N * K);
+    for (let n = 0; n < N; n++) wv[n * K + ((n * 7) % K)] = 2 ** ((n % 9) - 4);
+    const a = upload(ctx, av, [M, K]);
+    const w = upload(ctx, wv, [N, K], 'f16');
+    const d0 = ctx.stats.dispatches;
+    const c = await download(ctx, matmul(ctx, a, w, { transB: true }));
+    expect(ctx.stats.dispatches - d0).toBe(3); // split, plane product, sum
+    const want = ref(av, wv, M, N, K, true);
+    for (let i = 0; i < M * N; i++) expect(c[i], `${i}`).toBe(f32(want[i]!));
+    release(ctx, a, w);
+  });
+
   it('drops an image when its weight is written, bound read-write or released, and then reads the new values', async () => {
     forcePath();
     const M = 4;

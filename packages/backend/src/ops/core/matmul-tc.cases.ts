@@ -31,6 +31,8 @@ export interface TcCase {
   /** f32 A (about 0.02) times a bf16-valued f32 B (about 300) with an f16 image (ops/core/matmul-f16-images.ts) at
    *  this precision, checked against float64 of the f32 inputs within TC_HIGH_TOL. */
   f32Image?: 'highest' | 'high';
+  /** With f32Image: B stored as f16 (f16-valued, about 300), its own image (no `prepareF16Images`). */
+  bF16?: boolean;
 }
 
 export interface TcResult {
@@ -59,14 +61,16 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
   const f32 = !!c.f32High || !!c.f32Image;
   const dt = f32 ? 'f32' : 'f16';
   const av = roundTo(dt, randn(nA * M * K, seed++).map((x) => (f32 ? x * 0.02 : x)));
-  const bv = roundTo(c.f32Image ? 'bf16' : dt, randn(nB * K * N, seed++).map((x) => (f32 ? x * 300 : x)));
+  const bv = roundTo(c.bF16 ? 'f16' : c.f32Image ? 'bf16' : dt, randn(nB * K * N, seed++).map((x) => (f32 ? x * 300 : x)));
   const aShape = [...(c.batchA ? [nA] : []), ...(c.transA ? [K, M] : [M, K])];
   const bShape = [...(c.batchB ? [nB] : []), ...(c.transB ? [N, K] : [K, N])];
   const A = upload(ctx, av, aShape, dt);
-  const B = upload(ctx, bv, bShape, dt);
+  const B = upload(ctx, bv, bShape, c.bF16 ? 'f16' : dt);
   const tuning = { ...f16ImageTuning };
   if (c.f32Image) {
     Object.assign(f16ImageTuning, { minRows: 1, minCols: 1, minK: 1 });
+  }
+  if (c.f32Image && !c.bF16) {
     await prepareF16Images(ctx, [B]);
     if (!f16ImageOf(ctx, B)) throw new Error('matmul-tc case: the bf16-valued B got no f16 image');
   }
@@ -119,7 +123,7 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
     c.accumulate ? 'accumulate' : '',
     c.tile ?? '',
     c.f32High ? 'f32 high' : '',
-    c.f32Image ? `f32 image ${c.f32Image}` : '',
+    c.f32Image ? `f32 image ${c.f32Image}${c.bF16 ? ' (B f16)' : ''}` : '',
   ].filter(Boolean);
   const name = `${layout} ${M}x${N}x${K}${extra.length ? ' ' + extra.join(' ') : ''}`;
   return { name, relErr: relErr(got, want), ...(f32 ? { tol: TC_HIGH_TOL } : {}) };
@@ -167,6 +171,7 @@ export function tcCases(ctx: Context): TcCase[] {
   cases.push({ M: 33, N: 40, K: 100, batchA: 4, transB: true, f32Image: 'highest', alpha: 0.5, bias: true, accumulate: true });
   cases.push({ M: 300, N: 100, K: 64, f32Image: 'high', bias: true });
   cases.push({ M: 260, N: 520, K: 5000, transB: true, f32Image: 'highest' }); // two K chunks of 2500
+  cases.push({ M: 129, N: 264, K: 200, f32Image: 'highest', bF16: true, bias: true });
   for (const tile of Object.keys(TC_TILES) as TcTileName[]) {
     const fits = (tA: boolean, tB: boolean) => 'frag' in plan && !tcTileProblem(TC_TILES[tile], plan, ctx.info.limits, tA, tB);
     if (fits(false, true)) cases.push({ M: 256, N: 256, K: 256, transB: true, tile });

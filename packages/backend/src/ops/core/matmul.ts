@@ -113,8 +113,9 @@ export interface MatmulOptions {
   tcTile?: TcTile;
   /** f32 x f32 products: 'high' runs them on f16 tensor cores, three products per f32 product (about 22 bits; see
    *  ops/core/matmul-f16x3.ts), where the adapter has them; default: the context's `setF32MatmulPrecision`. At
-   *  either precision a B with an f16 image (`prepareF16Images`: a frozen weight from a 16-bit checkpoint) takes
-   *  the tensor cores: exactly at 'highest', to 22 bits of A at 'high' (ops/core/matmul-f16-images.ts). */
+   *  either precision an f32 A times a B with an f16 image (`prepareF16Images`: a frozen weight from a 16-bit
+   *  checkpoint) or an f16 B (its own image) takes the tensor cores: exactly at 'highest', to 22 bits of A at
+   *  'high' (ops/core/matmul-f16-images.ts). */
   precision?: F32MatmulPrecision;
 }
 
@@ -257,15 +258,18 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
 
 /**
  * B's f16 image for an exact f32 product on tensor cores (ops/core/matmul-f16-images.ts), or null: f32 A not
- * transposed with rows folded into one product, an unbatched f32 B with an image (`prepareF16Images`), no
+ * transposed with rows folded into one product, an unbatched f32 B with an image (`prepareF16Images`) or an
+ * unbatched f16 B (its own image), no
  * portable variant, tile or split asked for, tensor cores not refused (and on the adapter, unless
  * `f16ImageTuning.anywhere`), K even and at least TC_MIN_K, M, N and K at least the tuning's minima, K in chunks
  * (`imageChunks`), and the planes within one binding.
  */
 function imagePlan(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: MatmulOptions, M: number, N: number, K: number, batch: number, transA: boolean, nB: number): F16Image | null {
-  if (a.dtype !== 'f32' || b.dtype !== 'f32' || transA || batch !== 1 || nB !== 1 || K % 2 || K < TC_MIN_K) return null;
+  if (a.dtype !== 'f32' || (b.dtype !== 'f32' && b.dtype !== 'f16') || transA || batch !== 1 || nB !== 1 || K % 2 || K < TC_MIN_K) return null;
   if (opts.tensorCores === false || (opts.variant !== undefined && opts.variant !== 'auto') || opts.tile || (opts.splitK ?? 1) !== 1) return null;
-  const img = f16ImageOf(ctx, b.shape.length === 2 ? b : { ...b, shape: b.shape.slice(-2) });
+  const b2 = b.shape.length === 2 ? b : { ...b, shape: b.shape.slice(-2) };
+  // an f16 B is its own image
+  const img = b.dtype === 'f16' ? { img: b2, e: 0 } : f16ImageOf(ctx, b2);
   if (!img || M < f16ImageTuning.minRows || N < f16ImageTuning.minCols || K < f16ImageTuning.minK) return null;
   const chunks = imageChunks(K);
   if (!chunks || chunks * 3 * M * N * 4 > ctx.maxBinding || 3 * M * K * 2 > ctx.maxBinding) return null;
