@@ -67,9 +67,7 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
   const A = upload(ctx, av, aShape, dt);
   const B = upload(ctx, bv, bShape, c.bF16 ? 'f16' : dt);
   const tuning = { ...f16ImageTuning };
-  if (c.f32Image) {
-    Object.assign(f16ImageTuning, { minRows: 1, minCols: 1, minK: 1 });
-  }
+  if (c.f32Image) Object.assign(f16ImageTuning, { minRows: 1, minCols: 1, minK: 1 });
   if (c.f32Image && !c.bF16) {
     await prepareF16Images(ctx, [B]);
     if (!f16ImageOf(ctx, B)) throw new Error('matmul-tc case: the bf16-valued B got no f16 image');
