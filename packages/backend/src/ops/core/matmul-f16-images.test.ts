@@ -198,6 +198,11 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
     c = await download(ctx, matmul(ctx, a, w, { transB: true }));
     const want1 = ref(av, w1, M, N, K, true);
     for (let i = 0; i < M * N; i++) expect(c[i]).toBeCloseTo(want1[i]!, 5);
+    // a write while the image is being made (between its reads): not kept
+    const pending = prepareF16Images(ctx, [w]);
+    ctx.write(w.buffer, new Float32Array(w1));
+    expect(await pending).toBe(0);
+    expect(f16ImageOf(ctx, w)).toBeUndefined();
     // a copy into it, then its release
     expect(await prepareF16Images(ctx, [w])).toBe(1);
     ctx.copy(eye.buffer, w.buffer, 16);

@@ -6,14 +6,16 @@
  * f32 A not transposed (`matmul` looks the image up) then runs as:
  * 1. A split row by row into f16 planes (`shaders/matmul-rows-split.wgsl`): 3 planes hold every bit of each f32
  *    element near its row's maximum (precision 'highest'), 2 planes 22 bits (precision 'high');
- * 2. one f16 x f16 product of the stacked planes and the image (tensor cores where the adapter has them): every
- *    plane-times-image product is exact in f32 and sums in f32 accumulators;
- * 3. the plane sums added and unscaled (`shaders/matmul-planes-sum.wgsl`), with alpha, bias and accumulate.
- * That is the f32 product of the portable kernels up to the order of the f32 sums (measured against float64 in
- * docs/PERFORMANCE.md and the GPU check list), at tensor-core speed. Weights that are not exact (trained in f32)
- * keep the portable kernels. An image is dropped when its weight's buffer is written or released
- * (`ctx.watchWrites`), so a stale image is never read. The Trainer prepares the frozen f32 matrices of a run
- * and releases the images at its end.
+ * 2. one f16 x f16 product of the stacked planes and the image (tensor cores where the adapter has them), over K
+ *    in chunks of at most `maxChunkK` as a batch: every plane-times-image product is exact in f32 and sums in f32
+ *    accumulators;
+ * 3. the parts (chunks x planes) added and unscaled (`shaders/matmul-planes-sum.wgsl`), with alpha, bias and
+ *    accumulate.
+ * Nothing is rounded but the f32 sums: against float64 the error is 1-2x the portable FMA kernels' (the tensor
+ * cores' accumulation is coarser; docs/PERFORMANCE.md, the GPU check list), at tensor-core speed. Weights that are
+ * not exact (trained in f32) keep the portable kernels; an f16 B needs no image (it is its own, e = 0). An image
+ * is dropped when its weight's buffer is written or released (`ctx.watchWrites`), so a stale image is never read.
+ * The Trainer prepares the frozen f32 matrices of a run and releases the images at its end.
  */
 import imageWgsl from '../../../../../shaders/matmul-f16-image.wgsl';
 import rowsWgsl from '../../../../../shaders/matmul-rows-split.wgsl';
@@ -46,8 +48,10 @@ const images = new WeakMap<Context, Map<GpuBuffer, Entry>>();
 
 /**
  * Tuning of the image path (a benchmark or test may change it): products with fewer rows (M), columns (N) or
- * inner dim (K) than these keep the portable kernels; `anywhere` also takes the path on adapters without tensor cores (tests: the
- * plane product then runs on the portable f16 kernels, which are exact there too).
+ * inner dim (K) than these keep the portable kernels (the k / v projections of a 1.1B Llama, N or K of 256,
+ * measured faster there on an H100); sums over K longer than `maxChunkK` run in chunks (`imageChunks`); `anywhere`
+ * also takes the path on adapters without tensor cores (tests: the plane product then runs on the portable f16
+ * kernels, exact there too).
  */
 export const f16ImageTuning = { minRows: 256, minCols: 512, minK: 512, maxChunkK: 4096, anywhere: false };
 
@@ -96,6 +100,13 @@ export async function prepareF16Images(ctx: Context, weights: readonly DeviceTen
     else if (numel(w.shape) * 4 <= ctx.maxBinding && !todo.some((t) => t.buffer === w.buffer)) todo.push(w);
   }
   if (!todo.length) return have;
+  // watched from before the first read of each weight: a write while the images are made (across the awaits
+  // below) marks the weight and its image is not kept
+  const dirty = todo.map(() => false);
+  const unwatch = todo.map((w, i) => ctx.watchWrites(w.buffer, () => {
+    dirty[i] = true;
+    drop(ctx, w.buffer);
+  }));
   const maxima = empty(ctx, [todo.length]);
   todo.forEach((w, i) => {
     const a = abs(ctx, { ...w, shape: [numel(w.shape)] });
@@ -130,10 +141,11 @@ export async function prepareF16Images(ctx: Context, weights: readonly DeviceTen
   ctx.release(bad);
   todo.forEach((w, i) => {
     const m = made[i]!;
-    if (!m.ok || misses[i] !== 0 || w.buffer.released) return void ctx.release(m.img);
-    const entry: Entry = { img: { buffer: m.img, dtype: 'f16', shape: [...w.shape] }, e: m.e, shape: [...w.shape], unwatch: () => {} };
-    entry.unwatch = ctx.watchWrites(w.buffer, () => drop(ctx, w.buffer));
-    reg.set(w.buffer, entry);
+    if (!m.ok || misses[i] !== 0 || dirty[i] || w.buffer.released) {
+      unwatch[i]!();
+      return void ctx.release(m.img);
+    }
+    reg.set(w.buffer, { img: { buffer: m.img, dtype: 'f16', shape: [...w.shape] }, e: m.e, shape: [...w.shape], unwatch: unwatch[i]! });
     have++;
   });
   return have;

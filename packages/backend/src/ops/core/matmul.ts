@@ -259,10 +259,9 @@ export function matmul(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: Mat
 /**
  * B's f16 image for an exact f32 product on tensor cores (ops/core/matmul-f16-images.ts), or null: f32 A not
  * transposed with rows folded into one product, an unbatched f32 B with an image (`prepareF16Images`) or an
- * unbatched f16 B (its own image), no
- * portable variant, tile or split asked for, tensor cores not refused (and on the adapter, unless
- * `f16ImageTuning.anywhere`), K even and at least TC_MIN_K, M, N and K at least the tuning's minima, K in chunks
- * (`imageChunks`), and the planes within one binding.
+ * unbatched f16 B (its own image), no portable variant, tile or split asked for, tensor cores not refused (and on
+ * the adapter, unless `f16ImageTuning.anywhere`), K even and at least TC_MIN_K, M, N and K at least the tuning's
+ * minima, K in chunks (`imageChunks`), and the planes and parts within one binding.
  */
 function imagePlan(ctx: Context, a: DeviceTensor, b: DeviceTensor, opts: MatmulOptions, M: number, N: number, K: number, batch: number, transA: boolean, nB: number): F16Image | null {
   if (a.dtype !== 'f32' || (b.dtype !== 'f32' && b.dtype !== 'f16') || transA || batch !== 1 || nB !== 1 || K % 2 || K < TC_MIN_K) return null;
