@@ -109,6 +109,29 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
     release(ctx, a, w);
   });
 
+  it('inf and NaN in A come out as the portable kernel gives them (inf stays inf, not NaN)', async () => {
+    forcePath();
+    const M = 3;
+    const K = 64;
+    const N = 64;
+    const av = Float32Array.from(randn(M * K, 51), (v) => v * 1e-3);
+    av[5] = Infinity; // row 0
+    av[K + 9] = NaN; // row 1
+    av[2 * K + 3] = -Infinity; // row 2, with large finite neighbours
+    av[2 * K + 4] = 3e38;
+    const wv = new Float32Array(N * K);
+    for (let n = 0; n < N; n++) wv[n * K + ((n * 37) % K)] = 2 ** ((n % 9) - 4);
+    const a = upload(ctx, av, [M, K]);
+    const w = upload(ctx, wv, [N, K]);
+    expect(await prepareF16Images(ctx, [w])).toBe(1);
+    const got = await download(ctx, matmul(ctx, a, w, { transB: true }));
+    const port = await download(ctx, matmul(ctx, a, w, { transB: true, tensorCores: false, variant: 'v1' }));
+    for (let i = 0; i < M * N; i++) expect(Object.is(got[i], port[i]) || got[i] === port[i], `${i}: ${got[i]} vs ${port[i]}`).toBe(true);
+    // (a dense row with inf gives inf where its weight is nonzero, NaN from inf x 0 elsewhere; a NaN row NaN)
+    expect(got.filter((v) => v === Infinity || v === -Infinity).length).toBeGreaterThan(0);
+    release(ctx, a, w);
+  });
+
   it('matches float64 like the portable f32 kernel, NN and NT, with alpha, bias and accumulate', async () => {
     forcePath();
     const M = 9;
