@@ -1,6 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createContext } from '../../context';
-import { download, release, upload } from '../../tensor';
+import { download, empty, poison, release, upload } from '../../tensor';
 import { randn } from '../../testing';
 import { roundTo } from './core.ref';
 import { matmul } from './matmul';
@@ -94,13 +94,17 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
     const w = upload(ctx, wv, [N, K]);
     expect(await prepareF16Images(ctx, [w])).toBe(1);
     const want = ref(av, wv, M, N, K, true);
-    const c = await download(ctx, matmul(ctx, a, w, { transB: true }));
+    const out = empty(ctx, [M, N]);
+    poison(ctx, out);
+    const c = await download(ctx, matmul(ctx, a, w, { transB: true, out }));
     for (let i = 0; i < M * N; i++) expect(c[i], `${i}`).toBe(f32(want[i]!));
     // in K chunks (4 of 16), summed apart: the same bits
     f16ImageTuning.maxChunkK = 16;
-    const cc = await download(ctx, matmul(ctx, a, w, { transB: true }));
+    poison(ctx, out);
+    const cc = await download(ctx, matmul(ctx, a, w, { transB: true, out }));
     for (let i = 0; i < M * N; i++) expect(cc[i], `${i}`).toBe(f32(want[i]!));
     f16ImageTuning.maxChunkK = 4096;
+    release(ctx, out);
     // precision 'high' keeps two planes: the low bits of A are gone (22 bits)
     const ch = await download(ctx, matmul(ctx, a, w, { transB: true, precision: 'high' }));
     let differ = 0;

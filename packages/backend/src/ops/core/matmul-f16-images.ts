@@ -117,7 +117,7 @@ export async function prepareF16Images(ctx: Context, weights: readonly DeviceTen
   });
   const mx = new Float32Array(await ctx.read(maxima.buffer, 4 * todo.length));
   ctx.release(maxima.buffer);
-  const k = cachedKernel(ctx, 'mm-f16-image', () => ({
+  const k = cachedKernel(ctx, 'core:mm-f16-image', () => ({
     name: 'matmul_f16_image',
     code: round16Wgsl + imageWgsl,
     bindings: [
@@ -184,7 +184,7 @@ export function f16ImageStats(ctx: Context): { count: number; bytes: number } {
 
 /** Step 1: A [R, K] f32 (K even) as `P` f16 planes `[P * R, K]` and the row exponents (i32 [R]). */
 export function splitRows(ctx: Context, a: DeviceTensor, R: number, K: number, P: 2 | 3): { planes: DeviceTensor; rexp: GpuBuffer } {
-  const k = cachedKernel(ctx, 'mm-rows-split', () => ({
+  const k = cachedKernel(ctx, 'core:mm-rows-split', () => ({
     name: 'matmul_rows_split',
     code: '@group(0) @binding(1) var<storage, read> x2: array<vec2f>;\n' + round16Wgsl + rowsWgsl,
     bindings: [
@@ -214,7 +214,7 @@ export function sumPlanes(
 ): void {
   const biasDtype: DType = epi.bias?.dtype ?? 'f32';
   const vec = N % 4 === 0;
-  const k = cachedKernel(ctx, `mm-planes-sum:${biasDtype}:${+!!epi.bias}:${+epi.accumulate}:${+vec}`, () => ({
+  const k = cachedKernel(ctx, `core:mm-planes-sum:${biasDtype}:${+!!epi.bias}:${+epi.accumulate}:${+vec}`, () => ({
     name: 'matmul_planes_sum',
     code: '@group(0) @binding(1) var<storage, read> part4: array<vec4f>;\n@group(0) @binding(4) var<storage, read_write> c4: array<vec4f>;\n' + sumWgsl,
     entryPoint: vec ? 'main' : 'main1',
