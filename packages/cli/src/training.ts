@@ -2,7 +2,7 @@
 // the Trainer with a live progress display, metrics JSONL and the loss-curve SVG.
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { fmtBytes, OutOfMemoryError, type Context } from '@rusty/backend';
+import { f16ImageStats, fmtBytes, OutOfMemoryError, type Context } from '@rusty/backend';
 import { AdamW, LinearWarmup, WarmupCosineScheduler, type Tensor } from '@rusty/autograd';
 import type { ModelConfig } from '@rusty/graph';
 import {
@@ -312,6 +312,9 @@ export async function runTraining(o: RunOptions): Promise<RunResult> {
         if (Number.isNaN(firstLoss)) {
           firstLoss = m.loss;
           if (m.step > 1) progress.log(`${o.label}: resumed from the checkpoint of step ${m.step - 1}`);
+          const img = f16ImageStats(o.ctx);
+          if (img.count)
+            progress.log(`${o.label}: f32 products of ${img.count} frozen weights run on tensor cores through their exact f16 images (${fmtBytes(img.bytes)})`);
         }
         const t = Number.isFinite(m.tokensPerSec * m.stepTime) ? Math.round(m.tokensPerSec * m.stepTime) : 0;
         tokens += t;
