@@ -1,4 +1,5 @@
 import { BufferPool, fmtBytes, type GpuBuffer, type MemoryStats } from './buffer-pool';
+import { BufferWatches } from './buffer-watch';
 import { DeviceError, OutOfMemoryError, RustyError, ShaderError } from './errors';
 import type { SpeedToggles } from './gpu-provider';
 import { codeHash, kernelBaseKey, kernelSource, type KernelDef, type ParamSpec } from './kernel';
@@ -118,8 +119,8 @@ export class Context {
   private maxBind: number;
   private error: RustyError | null = null;
   private destroyed = false;
-  /** {@link watchWrites} entries by root buffer id. */
-  private watched = new Map<number, { buf: GpuBuffer; onChange: () => void }[]>();
+  /** {@link watchWrites}' watches. */
+  private watched = new BufferWatches();
 
   constructor(
     readonly device: GPUDevice,
@@ -177,7 +178,7 @@ export class Context {
 
   /** Return a buffer to the pool; work already encoded that uses it still sees it intact. */
   release(buf: GpuBuffer): void {
-    if (this.watched.size) this.touched(buf, true);
+    if (this.watched.size) this.watched.touched(buf, true);
     const b = releaseTarget(buf);
     if (b) this.pool.release(b);
   }
@@ -213,7 +214,7 @@ export class Context {
     // after it. (Copying small writes in-stream instead, f92d6a8, saved one submit per step but made an H200 Llama
     // training step 38 -> 44-51 ms: bisected on 2026-11-24, docs/PERFORMANCE.md.)
     if (this.pendingIds.has(rootOf(buf).id)) this.flush();
-    if (this.watched.size) this.touched(buf);
+    if (this.watched.size) this.watched.touched(buf);
     this.device.queue.writeBuffer(buf.gpu, offsetOf(buf) + byteOffset, bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
@@ -245,7 +246,7 @@ export class Context {
     this.endPass();
     this.enc().copyBufferToBuffer(src.gpu, offsetOf(src) + srcOffset, dst.gpu, offsetOf(dst) + dstOffset, bytes);
     this.pendingIds.add(rootOf(src).id).add(rootOf(dst).id);
-    if (this.watched.size) this.touched(dst);
+    if (this.watched.size) this.watched.touched(dst);
   }
 
   /**
@@ -255,31 +256,7 @@ export class Context {
    * Returns a function that removes the watch.
    */
   watchWrites(buf: GpuBuffer, onChange: () => void): () => void {
-    const id = rootOf(buf).id;
-    let list = this.watched.get(id);
-    if (!list) this.watched.set(id, (list = []));
-    const w = { buf, onChange };
-    list.push(w);
-    return () => {
-      const l = this.watched.get(id);
-      const i = l ? l.indexOf(w) : -1;
-      if (i < 0) return;
-      l!.splice(i, 1);
-      if (!l!.length) this.watched.delete(id);
-    };
-  }
-
-  /** Fire the watches on `buf`'s root (on release: only those of `buf` itself or of the root). */
-  private touched(buf: GpuBuffer, released = false): void {
-    const root = rootOf(buf);
-    const list = this.watched.get(root.id);
-    if (!list) return;
-    const fire = released && buf !== root ? list.filter((w) => w.buf === buf) : list;
-    if (!fire.length) return;
-    const rest = fire === list ? [] : list.filter((w) => w.buf !== buf);
-    if (rest.length) this.watched.set(root.id, rest);
-    else this.watched.delete(root.id);
-    for (const w of fire) w.onChange();
+    return this.watched.add(buf, onChange);
   }
 
   /** Compile (or fetch from the cache) a kernel. Compile errors surface at the next sync point; use
@@ -364,7 +341,7 @@ export class Context {
       // names all three and a buffer id's size never changes, so a cached bind group was valid).
       const g = (b as GpuBuffer).gpu === undefined ? (b as BufferSlice).buffer : (b as GpuBuffer);
       if (g.released) throw new DeviceError(`kernel '${k.name}': buffer ${i} was already released`);
-      if (this.watched.size && k.layoutSig[k.layoutSig.length - buffers.length + i] === 'w') this.touched(g);
+      if (this.watched.size && k.layoutSig[k.layoutSig.length - buffers.length + i] === 'w') this.watched.touched(g);
       key += g === b ? ':' + g.id : ':' + g.id + '@' + (b as BufferSlice).offset + '+' + (b as BufferSlice).size;
       this.pendingIds.add(rootOf(g).id);
     }

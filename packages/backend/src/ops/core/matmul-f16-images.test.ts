@@ -32,6 +32,13 @@ function ref(a: ArrayLike<number>, b: ArrayLike<number>, M: number, N: number, K
   return c;
 }
 
+/** B [N, K]: one power-of-two entry per row n, at column (n * step) % K (every product exact, one term per output). */
+function permutationWeight(N: number, K: number, step: number): Float32Array {
+  const w = new Float32Array(N * K);
+  for (let n = 0; n < N; n++) w[n * K + ((n * step) % K)] = 2 ** ((n % 9) - 4);
+  return w;
+}
+
 describe('exact f32 products through f16 images (runs everywhere with the path forced)', () => {
   it('imageChunks: K in at most maxChunkK per chunk, dividing K, or none', () => {
     expect(imageChunks(4096)).toBe(1);
@@ -87,9 +94,7 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
     // A: full 24-bit f32 values; rows scaled from 2^-60 to 2^60, one row of subnormal-range values, one of zeros
     const rowScale = [2 ** -60, 1, 2 ** 60, 2 ** -130, 0, 3.7];
     const av = Float32Array.from(randn(M * K, 11), (v, i) => v * rowScale[Math.floor(i / K)]! * (1 + (i % 5) * 1e-3));
-    // B [N, K]: a permutation with power-of-two entries (every product exact, one term per output)
-    const wv = new Float32Array(N * K);
-    for (let n = 0; n < N; n++) wv[n * K + ((n * 37) % K)] = 2 ** ((n % 9) - 4);
+    const wv = permutationWeight(N, K, 37);
     const a = upload(ctx, av, [M, K]);
     const w = upload(ctx, wv, [N, K]);
     expect(await prepareF16Images(ctx, [w])).toBe(1);
@@ -123,8 +128,7 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
     av[K + 9] = NaN; // row 1
     av[2 * K + 3] = -Infinity; // row 2, with large finite neighbours
     av[2 * K + 4] = 3e38;
-    const wv = new Float32Array(N * K);
-    for (let n = 0; n < N; n++) wv[n * K + ((n * 37) % K)] = 2 ** ((n % 9) - 4);
+    const wv = permutationWeight(N, K, 37);
     const a = upload(ctx, av, [M, K]);
     const w = upload(ctx, wv, [N, K]);
     expect(await prepareF16Images(ctx, [w])).toBe(1);
@@ -187,8 +191,7 @@ describe('exact f32 products through f16 images (runs everywhere with the path f
     const K = 64;
     const N = 32;
     const av = Float32Array.from(randn(M * K, 41), (v, i) => v * 2 ** ((Math.floor(i / K) * 30) - 60));
-    const wv = new Float32Array(N * K);
-    for (let n = 0; n < N; n++) wv[n * K + ((n * 7) % K)] = 2 ** ((n % 9) - 4);
+    const wv = permutationWeight(N, K, 7);
     const a = upload(ctx, av, [M, K]);
     const w = upload(ctx, wv, [N, K], 'f16');
     const d0 = ctx.stats.dispatches;
