@@ -25,7 +25,8 @@
 //   rows n0 .. n0 + R - 1 (n0 = R * workgroup index; rows past N read row N - 1 and write nothing), so one load
 //   instruction of a subgroup reads consecutive 16-byte words of one row, and each X chunk read serves R rows.
 // Scheme: a chunk (CE elements, within one block) is dequantized without per-element branches or integer-to-float
-//   conversions (int4 / int8 codes are OR-ed into the mantissa of 2^23 and the offset subtracted: exact), dotted
+//   conversions (int4 / int8 codes are OR-ed into the mantissa of 2^23 and the offset subtracted: exact; two ways,
+//   `deq_*` and `deq_*m` below), dotted
 //   with X, and scaled once per chunk; then each accumulator is summed over the subgroup (subgroupAdd), the
 //   subgroups' sums go through workgroup memory, and thread t adds those of outputs t, t + WG, ... < R * MR in a
 //   fixed order (deterministic).
@@ -45,6 +46,24 @@ const SH_LO = vec4u(4u, 0u, 12u, 8u);
 const SH_HI = vec4u(20u, 16u, 28u, 24u);
 fn deq_i4(w: u32, sh: vec4u) -> vec4f {
   return bitcast<vec4f>(((vec4u(w) >> sh) & vec4u(15u)) | vec4u(0x4B000000u)) - vec4f(8388616.0);
+}
+// decode 'mask' (gemvTuning.decode): the same values with one AND-OR (and, for int8, XOR) per element and no
+// per-element shift. Element j of h (int4: h = w for elements 0..3, w >> 16 for 4..7; int8: bytes 0, 1 of w and of
+// w >> 16) sits at bit offset O; OR-ed into 2^23's mantissa it reads 2^23 + u 2^O, and one fma scales that by 2^-O
+// and subtracts 2^(23-O) + the code's offset: exact (integers below 2^24, a power-of-two scale).
+const M4 = vec4u(0xF0u, 0xFu, 0xF000u, 0xF00u);
+const S4 = vec4f(0.0625, 1.0, 0.000244140625, 0.00390625);
+const B4 = vec4f(524296.0, 8388616.0, 2056.0, 32776.0);
+fn deq_i4m(h: u32) -> vec4f {
+  return fma(bitcast<vec4f>((vec4u(h) & M4) | vec4u(0x4B000000u)), S4, -B4);
+}
+const M8 = vec4u(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
+const X8 = vec4u(0x4B000080u, 0x4B008000u, 0x4B000080u, 0x4B008000u);
+const S8 = vec4f(1.0, 0.00390625, 1.0, 0.00390625);
+const B8 = vec4f(8388736.0, 32896.0, 8388736.0, 32896.0);
+fn deq_i8m(w: u32) -> vec4f {
+  let h = w >> 16u;
+  return fma(bitcast<vec4f>((vec4u(w, w, h, h) & M8) ^ X8), S8, -B8);
 }
 fn deq_nf4(w: u32, sh: vec4u) -> vec4f {
   let u = (vec4u(w) >> sh) & vec4u(15u);

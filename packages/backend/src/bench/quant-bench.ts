@@ -13,6 +13,9 @@
  *   copy bandwidth, beside the f16 GEMV (`gemv16`, same generator, its own tuned layout) and the f16 `matmul`;
  *   first (`gemvSweep`) a sweep of the layouts (entry point, rows, threads, prefetch) for one, few and many rows
  *   of X on int4/64 and f16 weights: the chosen tuning is the best geometric mean;
+ * - `decode` (`--decode`): the int4/64 GEMV at 1 and 4 rows under the current layouts, decoded both ways
+ *   (`gemvTuning.decode` 'shift' and 'mask'), with the stage-leaving probes (no decoding, X as ones) and the f16
+ *   GEMV beside it, on the 7B decode shapes and a small one (the per-dispatch floor);
  * - `int8` (`--int8`): int8 x int8 TOPS at 4096^3 (each tensor-core tile, the portable kernel, and int8Linear with
  *   the row quantization) beside the f16 tensor-core `matmul` TFLOP/s of the same shape;
  * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
@@ -37,7 +40,7 @@ import { relErr, rng } from '../testing';
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const flag = (n: string) => args.includes(`--${n}`) || args.includes('--all');
-const only = ['checks', 'gemv-checks', 'i8-checks', 'gemv', 'int8', 'memory', 'training', 'probe'].some((n) => args.includes(`--${n}`));
+const only = ['checks', 'gemv-checks', 'i8-checks', 'gemv', 'decode', 'int8', 'memory', 'training', 'probe'].some((n) => args.includes(`--${n}`));
 const section = (n: string) => flag(n) || (n.endsWith('-checks') && flag('checks')) || (!only && ['gemv-checks', 'i8-checks', 'gemv', 'int8'].includes(n));
 /** Layouts (gemvLayoutName) of GEMV checks that failed: the sweep leaves them out. */
 const failedLayouts = new Set<string>();
@@ -216,6 +219,7 @@ async function main() {
   }
 
   // decode GEMV
+  if (section('decode')) await decodeBench(ctx, out);
   if (section('gemv')) await gemvBench(ctx, out);
 
   // training shape
@@ -524,6 +528,41 @@ async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<vo
   const yardstick = Math.max(copyGBps, copyAfter.GBps);
   for (const r of rows) for (const v of Object.values(r)) if ('GBps' in v && typeof v.GBps === 'number') (v as { ofCopy: number }).ofCopy = v.GBps / yardstick;
   out.gemv = { copyGBps: yardstick, copyBefore: copyGBps, copyAfter, rows, probes, seconds: (performance.now() - t0) / 1e3 };
+}
+
+/** The decode section (see the header). */
+async function decodeBench(ctx: Context, out: Record<string, unknown>): Promise<void> {
+  const copy = out.copy as { GBps: number };
+  const t0 = performance.now();
+  const shapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [2048, 5632], [256, 2048]];
+  const saved = { decode: gemvTuning.decode, probe: gemvTuning.probe };
+  const rows: Record<string, unknown>[] = [];
+  for (const [N, K] of shapes) {
+    const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
+    const f16 = rotatedF16(ctx, w16);
+    const q = rotatedQuant(ctx, w16, quantSpec('int4', 64));
+    for (const M of [1, 4]) {
+      const row: Record<string, unknown> = { N, K, M };
+      const tF = (await timeRotated(ctx, f16, M, K, N)).t;
+      row.f16 = { us: tF * 1e6, ofCopy: (f16.bytes + 4 * M * K) / tF / 1e9 / copy.GBps };
+      for (const [name, decode, probe] of [['shift', 'shift'], ['mask', 'mask'], ['mask no-deq', 'mask', 'no-deq'], ['mask no-x', 'mask', 'no-x']] as const) {
+        gemvTuning.decode = decode;
+        gemvTuning.probe = probe;
+        const { t, spread } = await timeRotated(ctx, q, M, K, N);
+        const read = q.bytes + 4 * M * K;
+        row[name] = { us: +(t * 1e6).toFixed(2), spread: +spread.toFixed(3), ofCopy: +(read / t / 1e9 / copy.GBps).toFixed(3), vsF16: +(tF / t).toFixed(3) };
+      }
+      gemvTuning.decode = saved.decode;
+      gemvTuning.probe = saved.probe;
+      log(`decode ${JSON.stringify(row)}`);
+      rows.push(row);
+    }
+    q.free();
+    f16.free();
+    release(ctx, w16);
+    ctx.trimPool();
+  }
+  out.decode = { copyGBps: copy.GBps, layouts: { one: gemvTuning.one, few: gemvTuning.few }, rows, seconds: (performance.now() - t0) / 1e3 };
 }
 
 /** The int8 section (see the header). */

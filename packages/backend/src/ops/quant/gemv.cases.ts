@@ -31,6 +31,7 @@ export interface GemvTune {
   few?: Partial<GemvSetting>;
   many?: Partial<GemvSetting>;
   unroll?: boolean;
+  decode?: 'mask' | 'shift';
 }
 
 /** Run f with `tune` applied to {@link gemvTuning}, restored after. */
@@ -39,6 +40,7 @@ export async function withGemvTune<T>(tune: GemvTune | undefined, f: () => Promi
   if (tune?.few) for (const set of [gemvTuning.one, gemvTuning.few, gemvTuning.float.one, gemvTuning.float.few]) Object.assign(set, tune.few);
   if (tune?.many) for (const set of [gemvTuning.many, gemvTuning.float.many]) Object.assign(set, tune.many);
   if (tune?.unroll !== undefined) gemvTuning.unroll = tune.unroll;
+  if (tune?.decode) gemvTuning.decode = tune.decode;
   try {
     return await f();
   } finally {
@@ -124,6 +126,9 @@ export function gemvGpuCases(): GemvCase[] {
       cases.push({ w, M, N: 77, K: 1000, x: M === 7 ? 'f16' : 'f32' });
     }
   const i4 = quantSpec('int4', 64);
+  // the shift decode (the default is 'mask'), int4 and int8
+  for (const w of [i4, quantSpec('int4', 32), quantSpec('int8', 0), quantSpec('int8', 32)])
+    for (const M of [1, 4, 16]) cases.push({ w, M, N: 301, K: 1000, bias: M === 4, tune: { decode: 'shift' } });
   // entry main: rows per workgroup x threads (more in the swept layouts below), more outputs than threads
   for (const rows of [1, 2])
     for (const threads of [64, 128, 256]) cases.push({ w: i4, M: 1, N: 263, K: 4096, tune: { few: { rows, threads, subgroupRows: false } } });

@@ -55,6 +55,9 @@ describe('subgroup GEMV, quantized weights', () => {
     [quantSpec('int4', 32), 3, 9, 1000, 'f16', { few: main(2, 16, true) }],
     [quantSpec('int8', 0), 6, 11, 99, 'f32', { many: sgr(1, 16, true) }],
     [quantSpec('nf4', 64), 1, 19, 610, 'f32', { few: sgr(3, 0, true), unroll: true }],
+    // the shift decode (the default is 'mask')
+    [quantSpec('int4', 64), 1, 37, 200, 'f32', { decode: 'shift' }],
+    [quantSpec('int8', 32), 3, 11, 160, 'f16', { decode: 'shift', unroll: true }],
   ];
   for (const [spec, M, N, K, xd, tune] of cases)
     it.runIf(hasSg())(gemvCaseName({ w: spec, M, N, K, x: xd, bias: N % 2 === 1, tune }), async () => {

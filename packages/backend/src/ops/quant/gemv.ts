@@ -47,7 +47,9 @@ export function gemvClass(M: number): GemvClass {
  *  the f16 baseline is its best too); `maxThreads` (the most threads {@link gemvThreads} picks), `unroll` (unset:
  *  unrolled on GPUs, and on software adapters for at most 4 accumulators per thread); `probe` (benchmarks only,
  *  results wrong): leave a stage out to time the rest (`no-x`: X read as ones; `no-deq`: words bit-cast instead
- *  of decoded). Chosen from the two H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md: the fastest of either run per
+ *  of decoded); `decode`: how int4 / int8 codes become floats (`'mask'`, the default: one AND-OR per element and
+ *  an fma, no per-element shift; `'shift'`: a shift, an AND-OR and a subtraction per element; both exact, see
+ *  `shaders/dequant-gemv-sg.wgsl`). Chosen from the two H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md: the fastest of either run per
  *  shape, since the GPU's clock only ever made a timing slower). */
 export const gemvTuning: Record<GemvClass, GemvSetting> & {
   float: Record<GemvClass, GemvSetting>;
@@ -55,6 +57,7 @@ export const gemvTuning: Record<GemvClass, GemvSetting> & {
   maxThreads: number;
   unroll?: boolean;
   probe?: GemvShape['probe'];
+  decode: 'mask' | 'shift';
 } = {
   one: { rows: 8, threads: 128, subgroupRows: false },
   few: { rows: 8, threads: 128, subgroupRows: false },
@@ -66,6 +69,7 @@ export const gemvTuning: Record<GemvClass, GemvSetting> & {
   },
   manyFrom: 5,
   maxThreads: 128,
+  decode: 'mask',
 };
 
 /** A copy of {@link gemvTuning} (its settings copied too), for saving and restoring it around a change. */
@@ -137,8 +141,12 @@ export function gemvSource(o: GemvShape): string {
     else groups.push([0, 2, (r) => `deq_f2(${word(r, 0)})`]);
   } else
     for (let j = 0; j < CW; j++) {
-      if (epw === 4) groups.push([j * 4, 4, (r) => `deq_i8(${word(r, j)})`]);
-      else {
+      const mask = o.decode === 'mask';
+      if (epw === 4) groups.push([j * 4, 4, (r) => (mask ? `deq_i8m(${word(r, j)})` : `deq_i8(${word(r, j)})`)]);
+      else if (mask && o.fmt === FMT_ID.int4) {
+        groups.push([j * 8, 4, (r) => `deq_i4m(${word(r, j)})`]);
+        groups.push([j * 8 + 4, 4, (r) => `deq_i4m(${word(r, j)} >> 16u)`]);
+      } else {
         const f = o.fmt === FMT_ID.nf4 ? 'deq_nf4' : 'deq_i4';
         groups.push([j * 8, 4, (r) => `${f}(${word(r, j)}, SH_LO)`]);
         groups.push([j * 8 + 4, 4, (r) => `${f}(${word(r, j)}, SH_HI)`]);
@@ -289,6 +297,8 @@ export interface GemvShape {
   G?: number;
   /** Benchmarks only: leave a stage out (see `gemvTuning.probe`). */
   probe?: 'no-x' | 'no-deq';
+  /** How int4 / int8 codes are decoded (see `gemvTuning.decode`; unset: `'shift'`). */
+  decode?: 'mask' | 'shift';
 }
 
 /** One GEMV dispatch, planned but not encoded: the kernel, its bindings, workgroups and params (what
@@ -317,7 +327,7 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
   const b = bias ?? x;
   const { min: sgMin, max: sgMax } = ctx.info.subgroupSizes;
   const sgRows = set.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}) };
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}) };
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
   const kernel = cachedKernel(ctx, key, () => ({
     name: floatW ? 'gemv16' : 'dequant-gemv-sg',
