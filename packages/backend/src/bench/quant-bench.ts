@@ -20,7 +20,7 @@
  *   the row quantization) beside the f16 tensor-core `matmul` TFLOP/s of the same shape;
  * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
  *
- *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--checks | --gemv-checks | --i8-checks] [--gemv] [--int8] [--all]
+ *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--checks | --gemv-checks | --i8-checks] [--gemv] [--int8] [--all]
  */
 import i8ProbeWgsl from '../../../../shaders/quant-i8-probe.wgsl';
 import { createContext, type Context } from '../context';
@@ -45,6 +45,7 @@ const section = (n: string) => flag(n) || (n.endsWith('-checks') && flag('checks
 /** Layouts (gemvLayoutName) of GEMV checks that failed: the sweep leaves them out. */
 const failedLayouts = new Set<string>();
 const spinMs = Number(args.find((a) => a.startsWith('--spin-ms='))?.split('=')[1] ?? 150);
+const warmMs = Number(args.find((a) => a.startsWith('--warm-ms='))?.split('=')[1] ?? (quick ? 5 : 100));
 const reps = Number(args.find((a) => a.startsWith('--reps='))?.split('=')[1] ?? (quick ? 3 : 20));
 const log = (s: string) => process.stderr.write(s + '\n');
 
@@ -333,19 +334,21 @@ function rank(times: number[][]): number[] {
 }
 
 /**
- * GPU time (s) per dispatch of GEMVs encoded back to back in ONE compute pass, timestamps at its start and end
+ * GPU time (s) per dispatch of GEMVs encoded back to back in one compute pass, timestamps at its start and end
  * (no pass per dispatch as under the profiler): `rounds` rounds over `list` (weights rotated over copies that
  * exceed the L2 cache several times). Each dispatch writes the same y, so consecutive ones are ordered as a
- * decode step's layers are (the barrier between them is part of the time). A spin-up (`--spin-ms`, default 150:
- * 30 ms proved too short on 2026-11-24, nvidia-smi saw the clock at 345 MHz between timings and the same layout
- * timed up to 3x apart) and one untimed pass first; then the median of 5 timed passes (`min` the fastest,
- * `spread` (max - min) / median).
+ * decode step's layers are (the barrier between them is part of the time). After a spin-up (`--spin-ms`, default
+ * 150) ONE submission holds a warm-up pass (the same list for about `warmMs` of GPU time, untimed) and six timed
+ * passes, so that the GPU never idles between them: with a submission and a read-back per timed pass (before
+ * 2026-11-24's sixth session) nvidia-smi saw the clock drop to 345 MHz between them and one layout timed up to 4x
+ * apart. The median of the last five passes (`min` the fastest, `spread` (max - min) / median).
  */
 async function streamTime(ctx: Context, list: GemvDispatch[], rounds: number): Promise<{ t: number; min: number; spread: number }> {
   const dev = ctx.device;
-  const qs = dev.createQuerySet({ type: 'timestamp', count: 2 });
-  const res = dev.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
-  const rd = dev.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const passes = 6;
+  const qs = dev.createQuerySet({ type: 'timestamp', count: 2 * passes });
+  const res = dev.createBuffer({ size: 16 * passes, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+  const rd = dev.createBuffer({ size: 16 * passes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
   const ub = dev.createBuffer({ size: 256 * list.length, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
   const u = new Uint32Array(64 * list.length);
   list.forEach((d, i) => u.set(d.params, 64 * i));
@@ -356,26 +359,48 @@ async function streamTime(ctx: Context, list: GemvDispatch[], rounds: number): P
       entries: [{ binding: 0, resource: { buffer: ub, offset: 0, size: 256 } }, ...d.buffers.map((b, i) => ({ binding: i + 1, resource: { buffer: b.gpu } }))],
     }),
   );
-  await spinUp(ctx, spinMs);
-  const times: number[] = [];
-  for (let trial = 0; trial < 6; trial++) {
-    const enc = dev.createCommandEncoder();
-    const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
-    for (let r = 0; r < rounds; r++)
+  const encodeRounds = (pass: GPUComputePassEncoder, n: number) => {
+    for (let r = 0; r < n; r++)
       list.forEach((d, i) => {
         pass.setPipeline(d.kernel.pipeline);
         pass.setBindGroup(0, bgs[i]!, [256 * i]);
         pass.dispatchWorkgroups(...d.workgroups);
       });
+  };
+  // the warm-up's length from one timed pass
+  const timeOnce = async (): Promise<number> => {
+    const enc = dev.createCommandEncoder();
+    const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
+    encodeRounds(pass, rounds);
     pass.end();
     enc.resolveQuerySet(qs, 0, 2, res, 0);
     enc.copyBufferToBuffer(res, 0, rd, 0, 16);
     dev.queue.submit([enc.finish()]);
     await rd.mapAsync(GPUMapMode.READ);
-    const t = new BigUint64Array(rd.getMappedRange().slice(0));
+    const t = new BigUint64Array(rd.getMappedRange().slice(0, 16));
     rd.unmap();
-    if (trial > 0) times.push(Number(t[1]! - t[0]!) / 1e9 / (rounds * list.length));
+    return Number(t[1]! - t[0]!) / 1e9 / (rounds * list.length);
+  };
+  await spinUp(ctx, spinMs);
+  const per = await timeOnce();
+  const warmRounds = Math.min(2000, Math.max(1, Math.ceil(warmMs / 1e3 / (per * list.length))));
+  const enc = dev.createCommandEncoder();
+  const warm = enc.beginComputePass();
+  encodeRounds(warm, warmRounds);
+  warm.end();
+  for (let p = 0; p < passes; p++) {
+    const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 2 * p, endOfPassWriteIndex: 2 * p + 1 } });
+    encodeRounds(pass, rounds);
+    pass.end();
   }
+  enc.resolveQuerySet(qs, 0, 2 * passes, res, 0);
+  enc.copyBufferToBuffer(res, 0, rd, 0, 16 * passes);
+  dev.queue.submit([enc.finish()]);
+  await rd.mapAsync(GPUMapMode.READ);
+  const ts = new BigUint64Array(rd.getMappedRange().slice(0));
+  rd.unmap();
+  const times: number[] = [];
+  for (let p = 1; p < passes; p++) times.push(Number(ts[2 * p + 1]! - ts[2 * p]!) / 1e9 / (rounds * list.length));
   for (const b of [qs, res, rd, ub]) b.destroy();
   times.sort((a, b) => a - b);
   const med = times[Math.floor(times.length / 2)]!;
