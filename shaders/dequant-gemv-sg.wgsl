@@ -5,13 +5,14 @@
 // Bindings: x (read f32, f16 or bf16 [M, K]), q (read u32 [N, wpr]: W's words, padded rows; for 16-bit float
 //   weights [N, K] with K even), s (read f32 or f16 [N, nb] block scales; for float weights x again, unused),
 //   bias (read [N], any float; x again when HAS_BIAS is false), y (rw f32 [M, N]).
-//   Where the generated code reads 16 bytes at a time it re-declares x as x4: array<vec4f> and q as
-//   q4: array<vec4u> on their binding numbers (prepended by the wrapper, only when used).
+//   Where the generated code reads 16 bytes at a time it re-declares x as x4: array<vec4f>, and q as
+//   q4: array<vec4u> (or q2: array<vec2u>, chunks of 2 words) on their binding numbers (prepended by the wrapper,
+//   only when used).
 // Params: N, K, G (elements per block; any value for float weights), nb (blocks per row), nc (chunks per row:
 //   wpr / CW), gx (workgroups per grid row).
 // Prepended by the wrapper (ops/quant/gemv.ts), all WGSL consts: MR (rows of X), R (rows of W per workgroup),
 //   WG (threads), NSG (most subgroups a workgroup can have: WG / the adapter's smallest subgroup size), CW (u32
-//   words per chunk: 4, one vec4u load, or 1), CE (elements per chunk), HAS_BIAS, FLOAT_W (16-bit float weights),
+//   words per chunk: 4, one vec4u load, 2 or 1; GemvSetting.chunkWords), CE (elements per chunk), HAS_BIAS, FLOAT_W (16-bit float weights),
 //   SG (the fixed subgroup size, main_rows only), `fn deq_f2(w: u32) -> vec2f` (float weights: the two values of a
 //   word, from the format table), the FMT override (quant-common), the chunk loop at the //@walk lines (the same in
 //   both entry points: WALK in gemv.ts), and the generated code at the //@acc, //@pre, //@load, //@fast, //@tail and

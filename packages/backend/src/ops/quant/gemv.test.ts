@@ -55,6 +55,12 @@ describe('subgroup GEMV, quantized weights', () => {
     [quantSpec('int4', 32), 3, 9, 1000, 'f16', { few: main(2, 16, true) }],
     [quantSpec('int8', 0), 6, 11, 99, 'f32', { many: sgr(1, 16, true) }],
     [quantSpec('nf4', 64), 1, 19, 610, 'f32', { few: sgr(3, 0, true), unroll: true }],
+    // chunks of 2 and 1 words (a vec2u, a u32 per load)
+    [quantSpec('int4', 64), 1, 37, 700, 'f32', { few: { ...main(8, 32), chunkWords: 2 } }],
+    [quantSpec('int4', 32), 3, 9, 200, 'f16', { few: { ...main(2), chunkWords: 1 } }],
+    [quantSpec('int8', 32), 1, 13, 160, 'f32', { few: { ...main(4, 16, true), chunkWords: 2 } }],
+    [quantSpec('nf4', 64), 1, 19, 130, 'f32', { few: { ...main(2), chunkWords: 2 } }],
+    [quantSpec('int8', 0), 2, 11, 99, 'f32', { few: { ...sgr(2), chunkWords: 1 } }],
     // the shift decode (the default is 'mask')
     [quantSpec('int4', 64), 1, 37, 200, 'f32', { decode: 'shift' }],
     [quantSpec('int8', 32), 3, 11, 160, 'f16', { decode: 'shift', unroll: true }],
@@ -105,6 +111,8 @@ describe('gemv16 (the f16 / bf16 GEMV baseline)', () => {
     ['f16', 2, 9, 31],
     ['f16', 4, 9, 72, { few: { subgroupRows: true, rows: 2, threads: 0 } }],
     ['bf16', 1, 11, 300, { few: { subgroupRows: true, rows: 2, threads: 0, prefetch: true } }],
+    ['f16', 1, 13, 204, { few: { subgroupRows: false, rows: 4, threads: 32, chunkWords: 2 } }],
+    ['bf16', 3, 7, 100, { few: { subgroupRows: false, rows: 2, threads: 0, chunkWords: 1 } }],
   ];
   for (const [wd, M, N, K, tune] of cases)
     it(gemvCaseName({ w: wd, M, N, K, bias: M === 2, tune }), async () => {

@@ -28,6 +28,10 @@ export interface GemvSetting {
   /** Entry point `main_rows` (adapters with one fixed subgroup size): each subgroup owns `rows` rows of W, its
    *  lanes split each row, no workgroup reduction; else `main` (the workgroup's threads split each row). */
   subgroupRows: boolean;
+  /** u32 words of W a thread loads at a time (one chunk: 4, a vec4u, the default; 2; or 1), where the row length
+   *  allows (else the next smaller). Smaller chunks make the X loads of a subgroup's lanes closer together (a lane
+   *  reads the CW x epw consecutive X elements of its chunk: 128 bytes per lane at int4 and CW 4). */
+  chunkWords?: 1 | 2 | 4;
   /** Load the words (and scales) of a thread's next chunk of each row before computing this one: loads stay in
    *  flight through the loop over a row's chunks (where a thread has several). */
   prefetch?: boolean;
@@ -132,12 +136,12 @@ export function gemvSource(o: GemvShape): string {
   // one x element (x4 and x cannot both be used by one entry point)
   if (o.xVec) pre += '@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\nfn xe(i: u32) -> f32 { return x4[i >> 2u][i & 3u]; }\n';
   else pre += 'fn xe(i: u32) -> f32 { return read_x(i); }\n';
-  if (CW === 4) pre += '@group(0) @binding(2) var<storage, read> q4: array<vec4u>;\n';
+  if (CW > 1) pre += `@group(0) @binding(2) var<storage, read> q${CW}: array<vec${CW}u>;\n`;
   // the chunk's element groups: [first element, size, WGSL of the unscaled values of row r]
   const groups: Group[] = [];
-  const word = (r: number, j: number) => (CW === 4 ? `w_${r}[${j}]` : `w_${r}`);
+  const word = (r: number, j: number) => (CW > 1 ? `w_${r}[${j}]` : `w_${r}`);
   if (floatW) {
-    if (CW === 4) for (const j of [0, 2]) groups.push([j * 2, 4, (r) => `vec4f(deq_f2(${word(r, j)}), deq_f2(${word(r, j + 1)}))`]);
+    if (CW > 1) for (let j = 0; j < CW; j += 2) groups.push([j * 2, 4, (r) => `vec4f(deq_f2(${word(r, j)}), deq_f2(${word(r, j + 1)}))`]);
     else groups.push([0, 2, (r) => `deq_f2(${word(r, 0)})`]);
   } else
     for (let j = 0; j < CW; j++) {
@@ -152,7 +156,7 @@ export function gemvSource(o: GemvShape): string {
         groups.push([j * 8 + 4, 4, (r) => `${f}(${word(r, j)}, SH_HI)`]);
       }
     }
-  if (o.probe === 'no-deq') for (const gr of groups) gr[2] = ((r: number) => (gr[1] === 4 ? `bitcast<vec4f>(vec4u(w_${r}${CW === 4 ? '[0]' : ''}))` : `bitcast<vec2f>(vec2u(w_${r}${CW === 4 ? '[0]' : ''}))`));
+  if (o.probe === 'no-deq') for (const gr of groups) gr[2] = ((r: number) => (gr[1] === 4 ? `bitcast<vec4f>(vec4u(w_${r}${CW > 1 ? '[0]' : ''}))` : `bitcast<vec2f>(vec2u(w_${r}${CW > 1 ? '[0]' : ''}))`));
   const xg: XLoad = (m, e0, g) => {
     if (o.probe === 'no-x') return `vec${g}f(1.0)`;
     const b = `${typeof m === 'number' ? `${m}u` : m} * p.K + k0 + ${e0}u`;
@@ -190,7 +194,7 @@ type XLoad = (m: number | string, e0: number, g: number) => string;
  *  chunk before the loop, and in the loop those of its next chunk (c + cstep, clamped to the row's last) loaded
  *  while this one is computed. */
 function loadCode(R: number, CW: number, hasScale: boolean, G = 0, prefetch = false): { pre: string; load: string } {
-  const word = (r: number, c: string) => `${CW === 4 ? 'q4' : 'q'}[row_${r} * p.nc + ${c}]`;
+  const word = (r: number, c: string) => `${CW > 1 ? `q${CW}` : 'q'}[row_${r} * p.nc + ${c}]`;
   // the block of chunk c: a shift where the block size is a constant power of two (no run-time division)
   const scale = (r: number, c: string) => `scale_at(row_${r} * p.nb${G ? ` + (${c}) * CE / ${G}u` : ''})`;
   const rs = [...Array(R).keys()];
@@ -225,7 +229,7 @@ function unrolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolea
     }
   });
   if (tAcc) fast.push(...rs.flatMap((r) => ms.map((m) => `a_${r}_${m} = fma(s_${r}, t_${r}_${m}, a_${r}_${m});`)));
-  const tailWord = (r: number) => (CW === 4 ? `w_${r}[e / ${epw}u]` : `w_${r}`);
+  const tailWord = (r: number) => (CW > 1 ? `w_${r}[e / ${epw}u]` : `w_${r}`);
   const tail = [
     ...rs.map((r) => `let v_${r} = w_elem(${tailWord(r)}, e % ${epw}u)${hasScale ? ` * s_${r}` : ''};`),
     ...ms.flatMap((m) => [`{ let xv = xe(${m}u * p.K + k);`, ...rs.map((r) => `  a_${r}_${m} = fma(v_${r}, xv, a_${r}_${m});`), '}']),
@@ -256,7 +260,7 @@ function rolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolean)
     for (const r of rs) fast.push(`let d_${r}_${gi} = ${expr(r)}${hasScale ? ` * s_${r}` : ''};`);
     fast.push(loop(`let xv = ${xg('m', e0, g)}; ${rs.map((r) => `a[${r}u * MR + m] += dot(d_${r}_${gi}, xv);`).join(' ')}`));
   });
-  const tailWord = (r: number) => (CW === 4 ? `w_${r}[e / ${epw}u]` : `w_${r}`);
+  const tailWord = (r: number) => (CW > 1 ? `w_${r}[e / ${epw}u]` : `w_${r}`);
   const tail = [
     ...rs.map((r) => `let v_${r} = w_elem(${tailWord(r)}, e % ${epw}u)${hasScale ? ` * s_${r}` : ''};`),
     loop(`let xv = xe(m * p.K + k); ${rs.map((r) => `a[${r}u * MR + m] = fma(v_${r}, xv, a[${r}u * MR + m]);`).join(' ')}`),
@@ -313,10 +317,11 @@ export interface GemvDispatch {
 /** Plan one subgroup GEMV: `y = x w^T (+ bias)` for x [M, K] (M <= 16), w described by `w`. */
 function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): GemvDispatch {
   const { N, K, wpr, epw } = w;
-  const CW = wpr % 4 === 0 ? 4 : 1;
-  const nc = wpr / CW;
   const floatW = typeof w.fmt === 'string';
   const set = (floatW ? gemvTuning.float : gemvTuning)[gemvClass(M)];
+  let CW: number = set.chunkWords ?? 4;
+  while (wpr % CW) CW /= 2;
+  const nc = wpr / CW;
   const R = Math.min(set.rows, N);
   const WG = gemvThreads(ctx, nc, set.threads);
   const NSG = Math.ceil(WG / ctx.info.subgroupSizes.min);
