@@ -16,9 +16,6 @@
  * - `decode` (`--decode`): the int4/64 GEMV at 1 and 4 rows under the current layouts, decoded both ways
  *   (`gemvTuning.decode` 'shift' and 'mask'), with the stage-leaving probes (no decoding, X as ones) and the f16
  *   GEMV beside it, on the 7B decode shapes and a small one (the per-dispatch floor);
- * - `placement` (`--placement`, after `--gemv` where both run, so under its chosen layouts): one int4/64 and one
- *   f16 GEMV at one row timed again and again, with fresh X and Y buffers each time (same weights) and with fresh
- *   weights: how much a timing depends on where the buffers landed;
  * - `int8` (`--int8`): int8 x int8 TOPS at 4096^3 (each tensor-core tile, the portable kernel, and int8Linear with
  *   the row quantization) beside the f16 tensor-core `matmul` TFLOP/s of the same shape;
  * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
@@ -43,7 +40,7 @@ import { relErr, rng } from '../testing';
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const flag = (n: string) => args.includes(`--${n}`) || args.includes('--all');
-const only = ['checks', 'gemv-checks', 'i8-checks', 'gemv', 'decode', 'placement', 'int8', 'memory', 'training', 'probe'].some((n) => args.includes(`--${n}`));
+const only = ['checks', 'gemv-checks', 'i8-checks', 'gemv', 'decode', 'int8', 'memory', 'training', 'probe'].some((n) => args.includes(`--${n}`));
 const section = (n: string) => flag(n) || (n.endsWith('-checks') && flag('checks')) || (!only && ['gemv-checks', 'i8-checks', 'gemv', 'int8'].includes(n));
 /** Layouts (gemvLayoutName) of GEMV checks that failed: the sweep leaves them out. */
 const failedLayouts = new Set<string>();
@@ -225,7 +222,6 @@ async function main() {
   // decode GEMV
   if (section('decode')) await decodeBench(ctx, out);
   if (section('gemv')) await gemvBench(ctx, out);
-  if (section('placement')) await placementBench(ctx, out);
 
   // training shape
   if (section('training')) {
@@ -592,34 +588,6 @@ async function decodeBench(ctx: Context, out: Record<string, unknown>): Promise<
     ctx.trimPool();
   }
   out.decode = { copyGBps: copy.GBps, layouts: { one: gemvTuning.one, few: gemvTuning.few }, rows, seconds: (performance.now() - t0) / 1e3 };
-}
-
-/** The placement section (see the header). */
-async function placementBench(ctx: Context, out: Record<string, unknown>): Promise<void> {
-  const res: Record<string, unknown>[] = [];
-  for (const [N, K] of quick ? [[256, 512]] : [[14336, 4096], [4096, 4096]]) {
-    const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
-    for (const kind of ['int4', 'f16'] as const) {
-      const make = () => (kind === 'int4' ? rotatedQuant(ctx, w16, quantSpec('int4', 64)) : rotatedF16(ctx, w16));
-      let w = make();
-      const freshXY: number[] = [];
-      for (let i = 0; i < 6; i++) freshXY.push(+((await timeRotated(ctx, w, 1, K, N)).t * 1e6).toFixed(2));
-      w.free();
-      const freshW: number[] = [];
-      for (let i = 0; i < 3; i++) {
-        w = make();
-        freshW.push(+((await timeRotated(ctx, w, 1, K, N)).t * 1e6).toFixed(2));
-        w.free();
-        ctx.trimPool();
-      }
-      const r = { N, K, kind, bytes: w.bytes, freshXY, freshW };
-      log(`placement ${JSON.stringify(r)}`);
-      res.push(r);
-    }
-    release(ctx, w16);
-    ctx.trimPool();
-  }
-  out.placement = res;
 }
 
 /** The int8 section (see the header). */

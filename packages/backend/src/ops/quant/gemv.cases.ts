@@ -98,7 +98,7 @@ export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
   });
 }
 
-const mainLayout = (rows: number, threads: number, prefetch = false, chunkWords?: 1 | 2, xShared = false): GemvSetting => ({ rows, threads, subgroupRows: false, ...(prefetch ? { prefetch } : {}), ...(chunkWords ? { chunkWords } : {}), ...(xShared ? { xShared } : {}) });
+const mainLayout = (rows: number, threads: number, prefetch = false, chunkWords?: 1 | 2): GemvSetting => ({ rows, threads, subgroupRows: false, ...(prefetch ? { prefetch } : {}), ...(chunkWords ? { chunkWords } : {}) });
 const rowsLayout = (rows: number, threads: number, prefetch = false): GemvSetting => ({ rows, threads, subgroupRows: true, ...(prefetch ? { prefetch } : {}) });
 
 /** The layouts `quant-bench --gemv` sweeps for each class of row counts (timed at 1, 4 and 16 rows): those that
@@ -108,19 +108,17 @@ export const GEMV_SWEEP_LAYOUTS: Record<GemvClass, GemvSetting[]> = {
   one: [
     ...[8, 16].flatMap((r) => [64, 128, 256].map((t) => mainLayout(r, t))), mainLayout(4, 256), mainLayout(8, 64, true), rowsLayout(8, 128, true),
     ...[1, 2].flatMap((cw) => [mainLayout(8, 128, false, cw as 1 | 2), mainLayout(8, 256, false, cw as 1 | 2), mainLayout(4, 256, false, cw as 1 | 2), mainLayout(16, 128, false, cw as 1 | 2)]),
-    mainLayout(8, 128, false, 2, true), mainLayout(8, 256, false, 2, true), mainLayout(16, 128, false, 2, true), mainLayout(4, 256, false, 1, true), mainLayout(8, 128, false, undefined, true),
   ],
   few: [
     ...[4, 8].flatMap((r) => [64, 128].map((t) => mainLayout(r, t))), mainLayout(8, 64, true), rowsLayout(8, 128), rowsLayout(8, 128, true),
     ...[1, 2].flatMap((cw) => [mainLayout(8, 64, false, cw as 1 | 2), mainLayout(8, 128, false, cw as 1 | 2), mainLayout(4, 128, false, cw as 1 | 2)]),
-    mainLayout(4, 128, false, 1, true), mainLayout(8, 128, false, 1, true), mainLayout(8, 64, false, 2, true), mainLayout(4, 128, false, 2, true),
   ],
   many: [mainLayout(4, 0), mainLayout(4, 0, true), ...[2, 4].flatMap((r) => [128, 256].flatMap((t) => [rowsLayout(r, t), rowsLayout(r, t, true)]))],
 };
 
 /** A layout's name in benchmark output. */
 export function gemvLayoutName(v: GemvSetting): string {
-  return `${v.subgroupRows ? 'rows' : 'main'} r${v.rows} t${v.threads}${v.prefetch ? ' pf' : ''}${v.chunkWords && v.chunkWords !== 4 ? ` cw${v.chunkWords}` : ''}${v.xShared ? ' xs' : ''}`;
+  return `${v.subgroupRows ? 'rows' : 'main'} r${v.rows} t${v.threads}${v.prefetch ? ' pf' : ''}${v.chunkWords && v.chunkWords !== 4 ? ` cw${v.chunkWords}` : ''}`;
 }
 
 /** The GPU check list: every format at 1, 4, 7 and 16 rows, odd and multiple-of-block sizes, and each layout the
@@ -138,10 +136,6 @@ export function gemvGpuCases(): GemvCase[] {
   for (const chunkWords of [1, 2] as const)
     for (const w of [i4, quantSpec('int4', 32), quantSpec('nf4', 64), quantSpec('int8', 0), quantSpec('int8', 32), 'f16' as const, 'bf16' as const])
       for (const M of [1, 4]) cases.push({ w, M, N: 301, K: 1000, bias: M === 4, tune: { few: { rows: 8, threads: 64, subgroupRows: false, chunkWords } } });
-  // X staged in workgroup memory: every format, 1, 4 and 7 rows (f16 X: not staged), chunks of 1, 2 and 4 words
-  for (const chunkWords of [1, 2, 4] as const)
-    for (const w of [i4, quantSpec('nf4', 64), quantSpec('int8', 32), 'f16' as const])
-      for (const M of [1, 4, 7]) cases.push({ w, M, N: 301, K: 1000, bias: M === 4, x: M === 7 ? 'f16' : 'f32', tune: { few: { rows: 8, threads: 64, subgroupRows: false, chunkWords, xShared: true }, many: { rows: 4, threads: 64, subgroupRows: false, chunkWords, xShared: true } } });
   // the shift decode (the default is 'mask'), int4 and int8
   for (const w of [i4, quantSpec('int4', 32), quantSpec('int8', 0), quantSpec('int8', 32)])
     for (const M of [1, 4, 16]) cases.push({ w, M, N: 301, K: 1000, bias: M === 4, tune: { decode: 'shift' } });

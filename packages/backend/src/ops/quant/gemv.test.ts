@@ -61,13 +61,7 @@ describe('subgroup GEMV, quantized weights', () => {
     [quantSpec('int8', 32), 1, 13, 160, 'f32', { few: { ...main(4, 16, true), chunkWords: 2 } }],
     [quantSpec('nf4', 64), 1, 19, 130, 'f32', { few: { ...main(2), chunkWords: 2 } }],
     [quantSpec('int8', 0), 2, 11, 99, 'f32', { few: { ...sgr(2), chunkWords: 1 } }],
-    // X staged in workgroup memory: partial last sweeps and chunks, N not a multiple of the rows, every format
-    [quantSpec('int4', 64), 1, 37, 700, 'f32', { few: { ...main(8, 32), chunkWords: 2, xShared: true } }],
-    [quantSpec('int4', 32), 3, 9, 1000, 'f32', { few: { ...main(2, 16), xShared: true } }],
-    [quantSpec('int8', 0), 2, 11, 99 * 4, 'f32', { few: { ...main(3, 32), chunkWords: 1, xShared: true } }],
-    [quantSpec('nf4', 64, true), 1, 19, 610, 'f32', { few: { ...main(2, 32), chunkWords: 2, xShared: true } }],
-    [quantSpec('int4', 64), 6, 13, 320, 'f32', { many: { ...main(4, 32), xShared: true }, unroll: true }],
-        // the shift decode (the default is 'mask')
+    // the shift decode (the default is 'mask')
     [quantSpec('int4', 64), 1, 37, 200, 'f32', { decode: 'shift' }],
     [quantSpec('int8', 32), 3, 11, 160, 'f16', { decode: 'shift', unroll: true }],
   ];
@@ -119,7 +113,6 @@ describe('gemv16 (the f16 / bf16 GEMV baseline)', () => {
     ['bf16', 1, 11, 300, { few: { subgroupRows: true, rows: 2, threads: 0, prefetch: true } }],
     ['f16', 1, 13, 204, { few: { subgroupRows: false, rows: 4, threads: 32, chunkWords: 2 } }],
     ['bf16', 3, 7, 100, { few: { subgroupRows: false, rows: 2, threads: 0, chunkWords: 1 } }],
-    ['f16', 1, 21, 1000, { few: { subgroupRows: false, rows: 4, threads: 32, xShared: true } }],
   ];
   for (const [wd, M, N, K, tune] of cases)
     it(gemvCaseName({ w: wd, M, N, K, bias: M === 2, tune }), async () => {

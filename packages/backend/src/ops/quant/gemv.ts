@@ -32,11 +32,6 @@ export interface GemvSetting {
    *  allows (else the next smaller). Smaller chunks make the X loads of a subgroup's lanes closer together (a lane
    *  reads the CW x epw consecutive X elements of its chunk: 128 bytes per lane at int4 and CW 4). */
   chunkWords?: 1 | 2 | 4;
-  /** Entry `main` only, f32 X with K a multiple of 4 and chunks of whole vec4s: each sweep of the workgroup's
-   *  threads over their chunks first loads its slice of X into workgroup memory with consecutive 16-byte reads
-   *  (else each lane reads its own chunk's X: CW x epw x 4 bytes, apart from its neighbours'). Ignored where it
-   *  does not apply or the slice (rows x threads x chunk) would not fit the adapter's workgroup memory. */
-  xShared?: boolean;
   /** Load the words (and scales) of a thread's next chunk of each row before computing this one: loads stay in
    *  flight through the loop over a row's chunks (where a thread has several). */
   prefetch?: boolean;
@@ -162,10 +157,8 @@ export function gemvSource(o: GemvShape): string {
       }
     }
   if (o.probe === 'no-deq') for (const gr of groups) gr[2] = ((r: number) => (gr[1] === 4 ? `bitcast<vec4f>(vec4u(w_${r}${CW > 1 ? '[0]' : ''}))` : `bitcast<vec2f>(vec2u(w_${r}${CW > 1 ? '[0]' : ''}))`));
-  if (o.xShared) pre += `const XP: u32 = ${CE / 4 + 1}u;\nvar<workgroup> xs: array<vec4f, ${MR * o.WG * (CE / 4 + 1)}>;\n`;
   const xg: XLoad = (m, e0, g) => {
     if (o.probe === 'no-x') return `vec${g}f(1.0)`;
-    if (o.xShared && g === 4) return `xs[${typeof m === 'number' ? `${m}u` : m} * (WG * XP) + li * XP + ${e0 / 4}u]`;
     const b = `${typeof m === 'number' ? `${m}u` : m} * p.K + k0 + ${e0}u`;
     if (o.xVec && g === 4) return `x4[(${b}) >> 2u]`;
     return `vec${g}f(${[...Array(g).keys()].map((i) => `xe(${b} + ${i}u)`).join(', ')})`;
@@ -173,7 +166,7 @@ export function gemvSource(o: GemvShape): string {
   const hasScale = !floatW;
   const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
   pre += `const SG: u32 = ${o.sgRows ?? 1}u;\n`; // main_rows: the subgroup size
-  return pre + gemvWgsl.replace(/^\s*\/\/@walk$/gm, o.xShared ? WALK_SHARED : WALK).replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
+  return pre + gemvWgsl.replace(/^\s*\/\/@walk$/gm, WALK).replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
 }
 
 /** The //@walk line of both entry points: a thread's walk over its chunks c0, c0 + cstep, ... of the R rows, each
@@ -192,40 +185,6 @@ const WALK = `  //@pre
         }
       }
     }
-  }`;
-
-/** The //@walk line with X staged in workgroup memory (`GemvSetting.xShared`, entry main only): a loop over
- *  sweeps of WG chunks (uniform, for the barriers); each sweep's slice of X is loaded by the workgroup with
- *  consecutive 16-byte reads and stored with one vec4 of padding per chunk (XP = CE / 4 + 1, odd where a chunk has
- *  2 or more vec4s: a thread's chunk starts XP vec4s after its neighbour's, so the reads of its fast path meet no
- *  bank conflicts); the words are
- *  loaded (clamped to the row) before the barrier. A partial last chunk reads X from memory (//@tail). */
-const WALK_SHARED = `  for (var cb = 0u; cb < p.nc; cb += WG) {
-    for (var i = li; i < MR * WG * (CE / 4u); i += WG) {
-      let xm = i / (WG * (CE / 4u));
-      let xv = i % (WG * (CE / 4u));
-      let xk = cb * CE + xv * 4u;
-      var v = vec4f(0.0);
-      if (xk < p.K) { v = x4[(xm * p.K + xk) >> 2u]; }
-      xs[xm * (WG * XP) + xv + xv / (CE / 4u)] = v;
-    }
-    let c = min(cb + li, p.nc - 1u);
-    //@load
-    workgroupBarrier();
-    if (cb + li < p.nc) {
-      let k0 = c * CE;
-      if (k0 + CE <= p.K) {
-        //@fast
-      } else {
-        for (var e = 0u; e < CE; e++) {
-          let k = k0 + e;
-          if (k < p.K) {
-            //@tail
-          }
-        }
-      }
-    }
-    workgroupBarrier();
   }`;
 
 type Group = [number, number, (r: number) => string];
@@ -340,8 +299,6 @@ export interface GemvShape {
   prefetch?: boolean;
   /** Quantized weights: elements per block where a row has several blocks (else 0: one scale per row). */
   G?: number;
-  /** X staged in workgroup memory (see {@link GemvSetting.xShared}). */
-  xShared?: boolean;
   /** Benchmarks only: leave a stage out (see `gemvTuning.probe`). */
   probe?: 'no-x' | 'no-deq';
   /** How int4 / int8 codes are decoded (see `gemvTuning.decode`; unset: `'shift'`). */
@@ -375,9 +332,7 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
   const b = bias ?? x;
   const { min: sgMin, max: sgMax } = ctx.info.subgroupSizes;
   const sgRows = set.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
-  const CE = CW * epw;
-  const xShared = !!set.xShared && !sgRows && !set.prefetch && xVec && CE % 4 === 0 && M * WG * (CE / 4 + 1) * 16 + 4 * (R * M * NSG + 16) <= (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384);
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(xShared ? { xShared } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}) };
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}) };
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
   const kernel = cachedKernel(ctx, key, () => ({
     name: floatW ? 'gemv16' : 'dequant-gemv-sg',
