@@ -11,16 +11,19 @@
  *   (each after a spin-up of the GPU's clock, median of 5 passes) with the weight rotated over enough copies to
  *   exceed the L2 cache several times, bytes the kernel reads (codes + scales + x), GB/s and the fraction of the
  *   copy bandwidth, beside the f16 GEMV (`gemv16`, same generator, its own tuned layout) and the f16 `matmul`;
- *   first (`gemvSweep`) a sweep of the layouts (entry point, rows, threads, prefetch) for one, few and many rows
+ *   first (`gemvSweep`, unless `--no-sweep`: then the layouts of `gemvTuning` as committed) a sweep of the layouts (entry point, rows, threads, prefetch) for one, few and many rows
  *   of X on int4/64 and f16 weights: the chosen tuning is the best geometric mean;
  * - `decode` (`--decode`): the int4/64 GEMV at 1 and 4 rows under the current layouts, decoded both ways
  *   (`gemvTuning.decode` 'shift' and 'mask'), with the stage-leaving probes (no decoding, X as ones) and the f16
  *   GEMV beside it, on the 7B decode shapes and a small one (the per-dispatch floor);
+ * - `placement` (`--placement`, after `--gemv` where both run, so under its chosen layouts): one int4/64 and one
+ *   f16 GEMV at one row timed again and again, with fresh X and Y buffers each time (same weights) and with fresh
+ *   weights: how much a timing depends on where the buffers landed;
  * - `int8` (`--int8`): int8 x int8 TOPS at 4096^3 (each tensor-core tile, the portable kernel, and int8Linear with
  *   the row quantization) beside the f16 tensor-core `matmul` TFLOP/s of the same shape;
  * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
  *
- *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--checks | --gemv-checks | --i8-checks] [--gemv] [--int8] [--all]
+ *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep] [--checks | --gemv-checks | --i8-checks] [--gemv] [--int8] [--all]
  */
 import i8ProbeWgsl from '../../../../shaders/quant-i8-probe.wgsl';
 import { createContext, type Context } from '../context';
@@ -40,11 +43,12 @@ import { relErr, rng } from '../testing';
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const flag = (n: string) => args.includes(`--${n}`) || args.includes('--all');
-const only = ['checks', 'gemv-checks', 'i8-checks', 'gemv', 'decode', 'int8', 'memory', 'training', 'probe'].some((n) => args.includes(`--${n}`));
+const only = ['checks', 'gemv-checks', 'i8-checks', 'gemv', 'decode', 'placement', 'int8', 'memory', 'training', 'probe'].some((n) => args.includes(`--${n}`));
 const section = (n: string) => flag(n) || (n.endsWith('-checks') && flag('checks')) || (!only && ['gemv-checks', 'i8-checks', 'gemv', 'int8'].includes(n));
 /** Layouts (gemvLayoutName) of GEMV checks that failed: the sweep leaves them out. */
 const failedLayouts = new Set<string>();
 const spinMs = Number(args.find((a) => a.startsWith('--spin-ms='))?.split('=')[1] ?? 150);
+const settleMs = Number(args.find((a) => a.startsWith('--settle-ms='))?.split('=')[1] ?? (quick ? 10 : 1000));
 const warmMs = Number(args.find((a) => a.startsWith('--warm-ms='))?.split('=')[1] ?? (quick ? 5 : 100));
 const reps = Number(args.find((a) => a.startsWith('--reps='))?.split('=')[1] ?? (quick ? 3 : 20));
 const log = (s: string) => process.stderr.write(s + '\n');
@@ -222,6 +226,7 @@ async function main() {
   // decode GEMV
   if (section('decode')) await decodeBench(ctx, out);
   if (section('gemv')) await gemvBench(ctx, out);
+  if (section('placement')) await placementBench(ctx, out);
 
   // training shape
   if (section('training')) {
@@ -411,6 +416,8 @@ async function streamTime(ctx: Context, list: GemvDispatch[], rounds: number): P
 /** A weight rotated over copies for timing: its dispatch list for x and y (under the current tuning). */
 interface Rotated {
   bytes: number;
+  /** Whether {@link timeRotated} has let the GPU settle since these weights were made. */
+  settled?: boolean;
   plan: (x: DeviceTensor, y: DeviceTensor) => GemvDispatch[];
   free: () => void;
 }
@@ -444,6 +451,13 @@ function rotatedF16(ctx: Context, w16: DeviceTensor): Rotated {
 
 /** Time (s, median) per GEMV of M rows over a rotated weight, under the current tuning. */
 async function timeRotated(ctx: Context, w: Rotated, M: number, K: number, N: number) {
+  // the first timings after a shape's weights were uploaded and made read up to 3x slow (H100, 2026-11-24, sixth
+  // session: the sweep's first layout of each shape, and in --placement the first two of six timings of one kernel
+  // with fresh X and Y, 55.8 / 41.4 / 19.0 / 19.0 ... us): a settling time of GPU work first, once per weight
+  if (!w.settled) {
+    await spinUp(ctx, settleMs);
+    w.settled = true;
+  }
   const x = upload(ctx, randomData(M * K, 9), [M, K]);
   const y = empty(ctx, [M, N]);
   const list = w.plan(x, y);
@@ -480,18 +494,21 @@ async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<vo
     log(`gemv sweep ${kind} ${cls}: chosen ${res.chosen}; ${JSON.stringify(res.us)}`);
     return res;
   };
-  const sweep = {
-    int4One: await sweepOf('int4', 'one', 1, bigShapes),
-    int4Few: await sweepOf('int4', 'few', 4, bigShapes),
-    int4Many: await sweepOf('int4', 'many', 16, bigShapes.slice(0, 3)),
-    f16One: await sweepOf('f16', 'one', 1, bigShapes.slice(0, 3)),
-    f16Few: await sweepOf('f16', 'few', 4, bigShapes.slice(0, 3)),
-    f16Many: await sweepOf('f16', 'many', 16, bigShapes.slice(0, 2)),
-    chosen: gemvTuningCopy(),
-    seconds: (performance.now() - t0) / 1e3,
-  };
-  out.gemvSweep = sweep;
-  log(`gemv sweep chosen: ${JSON.stringify(sweep.chosen)} (${sweep.seconds.toFixed(0)} s)`);
+  if (args.includes('--no-sweep')) out.gemvSweep = { skipped: true, tuning: gemvTuningCopy() };
+  else {
+    const sweep = {
+      int4One: await sweepOf('int4', 'one', 1, bigShapes),
+      int4Few: await sweepOf('int4', 'few', 4, bigShapes),
+      int4Many: await sweepOf('int4', 'many', 16, bigShapes.slice(0, 3)),
+      f16One: await sweepOf('f16', 'one', 1, bigShapes.slice(0, 3)),
+      f16Few: await sweepOf('f16', 'few', 4, bigShapes.slice(0, 3)),
+      f16Many: await sweepOf('f16', 'many', 16, bigShapes.slice(0, 2)),
+      chosen: gemvTuningCopy(),
+      seconds: (performance.now() - t0) / 1e3,
+    };
+    out.gemvSweep = sweep;
+    log(`gemv sweep chosen: ${JSON.stringify(sweep.chosen)} (${sweep.seconds.toFixed(0)} s)`);
+  }
 
   // the decode table: f16 GEMV, f16 matmul and each quantized format at 1, 4 and 16 rows
   const shapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [5632, 2048], [2048, 5632], [2048, 2048], [256, 2048]];
@@ -588,6 +605,34 @@ async function decodeBench(ctx: Context, out: Record<string, unknown>): Promise<
     ctx.trimPool();
   }
   out.decode = { copyGBps: copy.GBps, layouts: { one: gemvTuning.one, few: gemvTuning.few }, rows, seconds: (performance.now() - t0) / 1e3 };
+}
+
+/** The placement section (see the header). */
+async function placementBench(ctx: Context, out: Record<string, unknown>): Promise<void> {
+  const res: Record<string, unknown>[] = [];
+  for (const [N, K] of quick ? [[256, 512]] : [[14336, 4096], [4096, 4096]]) {
+    const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
+    for (const kind of ['int4', 'f16'] as const) {
+      const make = () => (kind === 'int4' ? rotatedQuant(ctx, w16, quantSpec('int4', 64)) : rotatedF16(ctx, w16));
+      let w = make();
+      const freshXY: number[] = [];
+      for (let i = 0; i < 6; i++) freshXY.push(+((await timeRotated(ctx, w, 1, K, N)).t * 1e6).toFixed(2));
+      w.free();
+      const freshW: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        w = make();
+        freshW.push(+((await timeRotated(ctx, w, 1, K, N)).t * 1e6).toFixed(2));
+        w.free();
+        ctx.trimPool();
+      }
+      const r = { N, K, kind, bytes: w.bytes, freshXY, freshW };
+      log(`placement ${JSON.stringify(r)}`);
+      res.push(r);
+    }
+    release(ctx, w16);
+    ctx.trimPool();
+  }
+  out.placement = res;
 }
 
 /** The int8 section (see the header). */

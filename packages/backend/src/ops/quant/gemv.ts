@@ -53,8 +53,10 @@ export function gemvClass(M: number): GemvClass {
  *  results wrong): leave a stage out to time the rest (`no-x`: X read as ones; `no-deq`: words bit-cast instead
  *  of decoded); `decode`: how int4 / int8 codes become floats (`'mask'`, the default: one AND-OR per element and
  *  an fma, no per-element shift; `'shift'`: a shift, an AND-OR and a subtraction per element; both exact, see
- *  `shaders/dequant-gemv-sg.wgsl`). Chosen from the two H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md: the fastest of either run per
- *  shape, since the GPU's clock only ever made a timing slower). */
+ *  `shaders/dequant-gemv-sg.wgsl`). Chosen from the H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md): `many` and
+ *  float `one` / `many` from the first two (the fastest of either run per shape, since the GPU's clock only ever made
+ *  a timing slower); `one`, `few` and float `few` (chunks of 2, 1 and 2 words) from the sixth session's, where they
+ *  ranked first in both calls. */
 export const gemvTuning: Record<GemvClass, GemvSetting> & {
   float: Record<GemvClass, GemvSetting>;
   manyFrom: number;
@@ -63,12 +65,12 @@ export const gemvTuning: Record<GemvClass, GemvSetting> & {
   probe?: GemvShape['probe'];
   decode: 'mask' | 'shift';
 } = {
-  one: { rows: 8, threads: 128, subgroupRows: false },
-  few: { rows: 8, threads: 128, subgroupRows: false },
+  one: { rows: 8, threads: 128, subgroupRows: false, chunkWords: 2 },
+  few: { rows: 4, threads: 128, subgroupRows: false, chunkWords: 1 },
   many: { rows: 4, threads: 256, subgroupRows: true, prefetch: true },
   float: {
     one: { rows: 8, threads: 256, subgroupRows: false },
-    few: { rows: 4, threads: 128, subgroupRows: false },
+    few: { rows: 4, threads: 128, subgroupRows: false, chunkWords: 2 },
     many: { rows: 4, threads: 0, subgroupRows: false, prefetch: true },
   },
   manyFrom: 5,
