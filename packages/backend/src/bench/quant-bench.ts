@@ -451,12 +451,14 @@ function rotatedF16(ctx: Context, w16: DeviceTensor): Rotated {
 
 /** Time (s, median) per GEMV of M rows over a rotated weight, under the current tuning. */
 async function timeRotated(ctx: Context, w: Rotated, M: number, K: number, N: number) {
-  // the first timings after a shape's weights were uploaded and made read up to 3x slow (H100, 2026-11-24, sixth
-  // session: the sweep's first layout of each shape, and in --placement the first two of six timings of one kernel
-  // with fresh X and Y, 55.8 / 41.4 / 19.0 / 19.0 ... us): a settling time of GPU work first, once per weight
+  // the first timing after a shape's weights were uploaded and made can read up to 3x slow (H100, 2026-11-24,
+  // sixth session: the sweep's first layout of each shape; in --placement the first of six timings of one kernel
+  // with fresh X and Y, 55.8 / 41.4 / 19.0 / 19.0 ... us, and 41.6 / 19.0 / 19.0 ... after a second of other GPU
+  // work): once per weight, a settling time of GPU work and one whole timing, thrown away
   if (!w.settled) {
     await spinUp(ctx, settleMs);
     w.settled = true;
+    await timeRotated(ctx, w, M, K, N);
   }
   const x = upload(ctx, randomData(M * K, 9), [M, K]);
   const y = empty(ctx, [M, N]);
