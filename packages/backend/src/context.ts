@@ -121,6 +121,8 @@ export class Context {
   private destroyed = false;
   /** {@link watchWrites}' watches. */
   private watched = new BufferWatches();
+  /** {@link onRelease}'s hooks, by buffer. */
+  private releaseHooks = new Map<GpuBuffer, Set<() => void>>();
 
   constructor(
     readonly device: GPUDevice,
@@ -179,6 +181,11 @@ export class Context {
   /** Return a buffer to the pool; work already encoded that uses it still sees it intact. */
   release(buf: GpuBuffer): void {
     if (this.watched.size) this.watched.touched(buf, true);
+    const hooks = this.releaseHooks.get(buf);
+    if (hooks) {
+      this.releaseHooks.delete(buf);
+      for (const f of hooks) f();
+    }
     const b = releaseTarget(buf);
     if (b) this.pool.release(b);
   }
@@ -257,6 +264,23 @@ export class Context {
    */
   watchWrites(buf: GpuBuffer, onChange: () => void): () => void {
     return this.watched.add(buf, onChange);
+  }
+
+  /**
+   * Call `fn` once, when `buf` itself is released (`release(buf)`, before it goes back to the pool): for GPU state
+   * kept on a buffer's behalf (the optimizers' segment tables), so that it goes when its owner goes. Returns a
+   * function that removes the hook.
+   */
+  onRelease(buf: GpuBuffer, fn: () => void): () => void {
+    let hooks = this.releaseHooks.get(buf);
+    if (!hooks) this.releaseHooks.set(buf, (hooks = new Set()));
+    const h = () => fn();
+    hooks.add(h);
+    return () => {
+      const set = this.releaseHooks.get(buf);
+      if (!set?.delete(h)) return;
+      if (!set.size) this.releaseHooks.delete(buf);
+    };
   }
 
   /** Compile (or fetch from the cache) a kernel. Compile errors surface at the next sync point; use

@@ -46,4 +46,21 @@ describe('ctx.memory', () => {
     ctx.resetPeak();
     expect(ctx.memory).toMatchObject({ pooled: 0, peak: m0.live, peakReserved: m0.live });
   });
+
+  it('onRelease hooks run once, when their buffer itself is released; a removed hook never runs', () => {
+    const a = ctx.alloc(64);
+    const b = ctx.alloc(64);
+    const calls: string[] = [];
+    ctx.onRelease(a, () => calls.push('a1'));
+    ctx.onRelease(a, () => calls.push('a2'));
+    const off = ctx.onRelease(b, () => calls.push('b'));
+    off();
+    ctx.release(b);
+    expect(calls).toEqual([]);
+    ctx.release(a);
+    expect(calls).toEqual(['a1', 'a2']);
+    const c = ctx.alloc(64); // may be a's pooled buffer again: its hooks are gone
+    ctx.release(c);
+    expect(calls).toEqual(['a1', 'a2']);
+  });
 });

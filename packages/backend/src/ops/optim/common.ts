@@ -207,11 +207,21 @@ const tables = new WeakMap<GpuBuffer, Map<string, { key: string; buf: GpuBuffer 
 /**
  * A GPU buffer holding `words`, kept per `owner` buffer (an arena) and `tag` (the kernel family) and uploaded
  * again only when the words change: a loop that passes the same arena pieces every step uploads its table once.
+ * The owner's tables are released with it (`ctx.onRelease`): pooled buffer objects are reused, so a table keyed
+ * on one would otherwise stay live for good (about 512 bytes per `Trainer.fit` under mixed precision, until
+ * 2026-11-24).
  */
 export function cachedTable(ctx: Context, owner: GpuBuffer, tag: string, words: readonly number[]): GpuBuffer {
   const key = words.join(',');
   let m = tables.get(owner);
-  if (!m) tables.set(owner, (m = new Map()));
+  if (!m) {
+    const own: Map<string, { key: string; buf: GpuBuffer }> = (m = new Map());
+    tables.set(owner, own);
+    ctx.onRelease(owner, () => {
+      tables.delete(owner);
+      for (const t of own.values()) ctx.release(t.buf);
+    });
+  }
   const t = m.get(tag);
   if (t && t.key === key && !t.buf.released) return t.buf;
   if (t) ctx.release(t.buf);

@@ -187,4 +187,22 @@ describe('unscaleAndCheck over arena pieces', () => {
     expect(await flagOf(fa)).toBe(1);
     release(ctx, arena, alone, scale, fa, fb, ...tensors);
   });
+
+  it("an arena's segment tables (unscale, grad norm) are released with the arena: live bytes back where they were", async () => {
+    const live0 = ctx.memory.live;
+    const arena = upload(ctx, randn(4000, 9), [4000]);
+    const pieces = [{ arena, offset: 0, length: 3000 }, { arena, offset: 3008, length: 900 }];
+    const scale = createLossScaleState(ctx, 1024);
+    const flag = createFlag(ctx);
+    for (let step = 0; step < 3; step++) {
+      unscaleAndCheck(ctx, pieces, scale, flag);
+      release(ctx, gradNorm(ctx, pieces, { maxNorm: 1 }));
+    }
+    release(ctx, scale, flag);
+    const withTables = ctx.memory.live;
+    expect(withTables).toBeGreaterThan(live0 + 4000 * 4); // the arena and its two tables
+    release(ctx, arena);
+    await ctx.sync();
+    expect(ctx.memory.live).toBe(live0);
+  });
 });
