@@ -23,7 +23,7 @@
  *   the row quantization) beside the f16 tensor-core `matmul` TFLOP/s of the same shape;
  * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
  *
- *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep] [--checks | --gemv-checks | --i8-checks] [--gemv] [--int8] [--all]
+ *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep | --sweep=int4One,int4Few,int4Many,f16One,f16Few,f16Many] [--checks | --gemv-checks | --i8-checks] [--gemv] [--int8] [--all]
  */
 import i8ProbeWgsl from '../../../../shaders/quant-i8-probe.wgsl';
 import { createContext, type Context } from '../context';
@@ -498,13 +498,16 @@ async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<vo
   };
   if (args.includes('--no-sweep')) out.gemvSweep = { skipped: true, tuning: gemvTuningCopy() };
   else {
+    // --sweep=int4One,int4Few,... sweeps only those (default: all six)
+    const only = args.find((a) => a.startsWith('--sweep='))?.slice(8).split(',');
+    const run = async (name: string, f: () => ReturnType<typeof sweepOf>) => (!only || only.includes(name) ? await f() : undefined);
     const sweep = {
-      int4One: await sweepOf('int4', 'one', 1, bigShapes),
-      int4Few: await sweepOf('int4', 'few', 4, bigShapes),
-      int4Many: await sweepOf('int4', 'many', 16, bigShapes.slice(0, 3)),
-      f16One: await sweepOf('f16', 'one', 1, bigShapes.slice(0, 3)),
-      f16Few: await sweepOf('f16', 'few', 4, bigShapes.slice(0, 3)),
-      f16Many: await sweepOf('f16', 'many', 16, bigShapes.slice(0, 2)),
+      int4One: await run('int4One', () => sweepOf('int4', 'one', 1, bigShapes)),
+      int4Few: await run('int4Few', () => sweepOf('int4', 'few', 4, bigShapes)),
+      int4Many: await run('int4Many', () => sweepOf('int4', 'many', 16, bigShapes.slice(0, 3))),
+      f16One: await run('f16One', () => sweepOf('f16', 'one', 1, bigShapes.slice(0, 3))),
+      f16Few: await run('f16Few', () => sweepOf('f16', 'few', 4, bigShapes.slice(0, 3))),
+      f16Many: await run('f16Many', () => sweepOf('f16', 'many', 16, bigShapes.slice(0, 2))),
       chosen: gemvTuningCopy(),
       seconds: (performance.now() - t0) / 1e3,
     };

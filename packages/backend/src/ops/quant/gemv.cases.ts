@@ -108,10 +108,12 @@ export const GEMV_SWEEP_LAYOUTS: Record<GemvClass, GemvSetting[]> = {
   one: [
     ...[8, 16].flatMap((r) => [64, 128, 256].map((t) => mainLayout(r, t))), mainLayout(4, 256), mainLayout(8, 64, true), rowsLayout(8, 128, true),
     ...[1, 2].flatMap((cw) => [mainLayout(8, 128, false, cw as 1 | 2), mainLayout(8, 256, false, cw as 1 | 2), mainLayout(4, 256, false, cw as 1 | 2), mainLayout(16, 128, false, cw as 1 | 2)]),
+    mainLayout(8, 128, true, 2), mainLayout(8, 64, true, 2), mainLayout(8, 64, false, 2), mainLayout(4, 128, true, 2), mainLayout(8, 64, true, 1), mainLayout(12, 128, false, 2),
   ],
   few: [
     ...[4, 8].flatMap((r) => [64, 128].map((t) => mainLayout(r, t))), mainLayout(8, 64, true), rowsLayout(8, 128), rowsLayout(8, 128, true),
     ...[1, 2].flatMap((cw) => [mainLayout(8, 64, false, cw as 1 | 2), mainLayout(8, 128, false, cw as 1 | 2), mainLayout(4, 128, false, cw as 1 | 2)]),
+    mainLayout(4, 128, true, 1), mainLayout(4, 64, false, 1), mainLayout(2, 128, false, 1), mainLayout(4, 256, false, 1),
   ],
   many: [mainLayout(4, 0), mainLayout(4, 0, true), ...[2, 4].flatMap((r) => [128, 256].flatMap((t) => [rowsLayout(r, t), rowsLayout(r, t, true)]))],
 };

@@ -61,6 +61,7 @@ describe('subgroup GEMV, quantized weights', () => {
     [quantSpec('int8', 32), 1, 13, 160, 'f32', { few: { ...main(4, 16, true), chunkWords: 2 } }],
     [quantSpec('nf4', 64), 1, 19, 130, 'f32', { few: { ...main(2), chunkWords: 2 } }],
     [quantSpec('int8', 0), 2, 11, 99, 'f32', { few: { ...sgr(2), chunkWords: 1 } }],
+    [quantSpec('int4', 64), 1, 37, 1000, 'f32', { few: { ...main(6, 16, true), chunkWords: 2 } }],
     // the shift decode (the default is 'mask')
     [quantSpec('int4', 64), 1, 37, 200, 'f32', { decode: 'shift' }],
     [quantSpec('int8', 32), 3, 11, 160, 'f16', { decode: 'shift', unroll: true }],
