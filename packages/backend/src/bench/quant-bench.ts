@@ -476,6 +476,9 @@ async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<vo
   // sweep: the layouts of each class of row counts (M = 1, 4, 16), int4/64 and f16 weights
   const bigShapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [2048, 5632]];
   const sweepOf = async (kind: 'int4' | 'f16', cls: GemvClass, M: number, shapes: [number, number][]) => {
+    // every swept layout on every shape (the small-weight layout of one row off meanwhile)
+    const small = gemvTuning.oneSmall;
+    gemvTuning.oneSmall = undefined;
     const layouts = GEMV_SWEEP_LAYOUTS[cls].filter((v) => !failedLayouts.has(gemvLayoutName(v)));
     const times: number[][] = layouts.map(() => []);
     for (const [N, K] of shapes) {
@@ -489,6 +492,7 @@ async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<vo
       release(ctx, w16);
       ctx.trimPool();
     }
+    gemvTuning.oneSmall = small;
     const r = rank(times);
     const best = layouts[r.indexOf(Math.min(...r))]!;
     (kind === 'int4' ? gemvTuning : gemvTuning.float)[cls] = { ...best };

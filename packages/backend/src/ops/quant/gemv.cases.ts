@@ -26,7 +26,7 @@ export interface GemvCase {
 }
 
 /** A change of {@link gemvTuning} for one case: `few` applies to the classes `one` and `few` (every M below
- *  manyFrom), `many` to `many`; both to quantized and 16-bit float weights alike. */
+ *  manyFrom; and to `oneSmall`), `many` to `many`; both to quantized and 16-bit float weights alike. */
 export interface GemvTune {
   few?: Partial<GemvSetting>;
   many?: Partial<GemvSetting>;
@@ -37,7 +37,7 @@ export interface GemvTune {
 /** Run f with `tune` applied to {@link gemvTuning}, restored after. */
 export async function withGemvTune<T>(tune: GemvTune | undefined, f: () => Promise<T>): Promise<T> {
   const saved = gemvTuningCopy();
-  if (tune?.few) for (const set of [gemvTuning.one, gemvTuning.few, gemvTuning.float.one, gemvTuning.float.few]) Object.assign(set, tune.few);
+  if (tune?.few) for (const set of [gemvTuning.one, gemvTuning.few, gemvTuning.float.one, gemvTuning.float.few, ...(gemvTuning.oneSmall ? [gemvTuning.oneSmall.set] : [])]) Object.assign(set, tune.few);
   if (tune?.many) for (const set of [gemvTuning.many, gemvTuning.float.many]) Object.assign(set, tune.many);
   if (tune?.unroll !== undefined) gemvTuning.unroll = tune.unroll;
   if (tune?.decode) gemvTuning.decode = tune.decode;

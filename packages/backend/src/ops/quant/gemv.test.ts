@@ -6,9 +6,9 @@ import { ShapeError } from '../../errors';
 import { download, empty, poison, upload, type DeviceTensor } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { quantSpec, type QuantSpec } from './formats';
-import { gemv16, gemvSource, gemvSubgroupsAvailable } from './gemv';
+import { gemv16, gemvSource, gemvSubgroupsAvailable, gemvTuning, gemvTuningCopy, quantGemvDispatch, setGemvTuning } from './gemv';
 import { quantLinear, quantTuning } from './qmatmul';
-import { quantize, releaseQuant } from './quantize';
+import { quantize, quantScales, releaseQuant } from './quantize';
 import { weights } from './quant.test-util';
 import { GEMV_TOL, gemvCaseName, runGemvCase, type GemvTune } from './gemv.cases';
 
@@ -70,6 +70,25 @@ describe('subgroup GEMV, quantized weights', () => {
     it.runIf(hasSg())(gemvCaseName({ w: spec, M, N, K, x: xd, bias: N % 2 === 1, tune }), async () => {
       expect(await runGemvCase(ctx, { w: spec, M, N, K, x: xd, bias: N % 2 === 1, tune })).toBeLessThan(GEMV_TOL);
     });
+
+  it.runIf(hasSg())('one row of X takes the small-weight layout below gemvTuning.oneSmall.below elements, `one` from there', () => {
+    const q = quantize(ctx, upload(ctx, weights(37, 256, 4), [37, 256]), quantSpec('int4', 64));
+    const sc = quantScales(ctx, q);
+    const x = upload(ctx, randn(256, 5), [1, 256]);
+    const y = empty(ctx, [1, 37]);
+    const saved = gemvTuningCopy();
+    try {
+      gemvTuning.oneSmall = { below: 37 * 256 + 1, set: { rows: 4, threads: 32, subgroupRows: false } };
+      gemvTuning.one = { rows: 8, threads: 32, subgroupRows: false };
+      expect(quantGemvDispatch(ctx, x, q, sc.scales, y).workgroups[0]).toBe(10); // ceil(37 / 4)
+      gemvTuning.oneSmall.below = 37 * 256;
+      expect(quantGemvDispatch(ctx, x, q, sc.scales, y).workgroups[0]).toBe(5); // ceil(37 / 8)
+    } finally {
+      setGemvTuning(saved);
+      if (sc.owned) ctx.release(sc.scales.buffer);
+      releaseQuant(ctx, q);
+    }
+  });
 
   it.runIf(hasSg())('the portable kernel stays reachable (quantTuning.gemv) and agrees', async () => {
     const spec = quantSpec('int4', 64);

@@ -56,9 +56,12 @@ export function gemvClass(M: number): GemvClass {
  *  `shaders/dequant-gemv-sg.wgsl`). Chosen from the H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md): `many` and
  *  float `one` / `many` from the first two (the fastest of either run per shape, since the GPU's clock only ever made
  *  a timing slower); `one`, `few` and float `few` (chunks of 2, 1 and 2 words) from the sixth session's, where they
- *  ranked first in both calls. */
+ *  ranked first in both calls. `oneSmall`: the layout of one row of X and a quantized weight of fewer than
+ *  `below` elements (the 1.1B model's projections: 4 rows per workgroup, prefetch), where it measured up to 13%
+ *  faster than `one` (sixth session, call 6; `one` was faster at 4096^2 and above). */
 export const gemvTuning: Record<GemvClass, GemvSetting> & {
   float: Record<GemvClass, GemvSetting>;
+  oneSmall?: { below: number; set: GemvSetting };
   manyFrom: number;
   maxThreads: number;
   unroll?: boolean;
@@ -68,6 +71,7 @@ export const gemvTuning: Record<GemvClass, GemvSetting> & {
   one: { rows: 8, threads: 128, subgroupRows: false, chunkWords: 2 },
   few: { rows: 4, threads: 128, subgroupRows: false, chunkWords: 1 },
   many: { rows: 4, threads: 256, subgroupRows: true, prefetch: true },
+  oneSmall: { below: 4096 * 4096, set: { rows: 4, threads: 128, subgroupRows: false, prefetch: true, chunkWords: 2 } },
   float: {
     one: { rows: 8, threads: 256, subgroupRows: false },
     few: { rows: 4, threads: 128, subgroupRows: false, chunkWords: 2 },
@@ -82,7 +86,7 @@ export const gemvTuning: Record<GemvClass, GemvSetting> & {
 export function gemvTuningCopy(): typeof gemvTuning {
   const t = gemvTuning;
   const sets = (o: Record<GemvClass, GemvSetting>) => ({ one: { ...o.one }, few: { ...o.few }, many: { ...o.many } });
-  return { ...t, ...sets(t), float: sets(t.float) };
+  return { ...t, ...sets(t), float: sets(t.float), ...(t.oneSmall ? { oneSmall: { below: t.oneSmall.below, set: { ...t.oneSmall.set } } } : {}) };
 }
 
 /** Set {@link gemvTuning} to `t` (a copy of it, as {@link gemvTuningCopy} returns). */
@@ -320,7 +324,9 @@ export interface GemvDispatch {
 function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): GemvDispatch {
   const { N, K, wpr, epw } = w;
   const floatW = typeof w.fmt === 'string';
-  const set = (floatW ? gemvTuning.float : gemvTuning)[gemvClass(M)];
+  const cls = gemvClass(M);
+  const small = !floatW && cls === 'one' && gemvTuning.oneSmall && N * K < gemvTuning.oneSmall.below;
+  const set = small ? gemvTuning.oneSmall!.set : (floatW ? gemvTuning.float : gemvTuning)[cls];
   let CW: number = set.chunkWords ?? 4;
   while (wpr % CW) CW /= 2;
   const nc = wpr / CW;
