@@ -87,3 +87,34 @@ describe("linear with compute: 'f16' (mixed precision)", () => {
     for (const t of [x, w, got, ref, ck]) t.dispose();
   });
 });
+
+describe('linear of a 16-bit weight and a few rows (decoding)', () => {
+  it('runs the GEMV up to 16 rows (bit for bit gemv16, with bias) and the tiled product from 17; both match float64, and the gradient flows', async () => {
+    const { gemv16, download } = await import('@rusty/backend');
+    const [IN, OUT] = [1000, 37];
+    const wv = randn(OUT * IN, 5);
+    const bv = randn(OUT, 6);
+    for (const dt of ['bf16', 'f16'] as const)
+      for (const R of [1, 3, 16, 17]) {
+        const x = Tensor.fromArray(ctx, randn(R * IN, 7 + R), [R, IN], { requiresGrad: true });
+        const w = Tensor.fromArray(ctx, wv, [OUT, IN], { dtype: dt });
+        const b = Tensor.fromArray(ctx, bv, [OUT]);
+        const y = linear(x, w, b);
+        const got = await y.toArray();
+        const xs = await x.toArray();
+        const ws = await w.toArray();
+        const ref = new Float64Array(R * OUT);
+        for (let r = 0; r < R; r++)
+          for (let o = 0; o < OUT; o++) {
+            let s = bv[o]!;
+            for (let i = 0; i < IN; i++) s += xs[r * IN + i]! * ws[o * IN + i]!;
+            ref[r * OUT + o] = s;
+          }
+        expect(relErr(got, ref)).toBeLessThan(2e-6);
+        if (R <= 16) expect(Array.from(got)).toEqual(Array.from(await download(ctx, gemv16(ctx, x.data, w.data, { bias: b.data })))); // the same kernel
+        sum(y).backward();
+        expect(x.grad).toBeTruthy();
+        for (const t of [x, w, b, y]) t.dispose();
+      }
+  });
+});

@@ -1,4 +1,4 @@
-import { cast, matmul as mm, numel, reduce, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
+import { cast, gemv16, GEMV_MAX_ROWS, matmul as mm, numel, reduce, ShapeError, type Context, type DeviceTensor } from '@rusty/backend';
 import { defineOp } from '../op';
 import { releaseRef } from '../storage';
 import type { Tensor } from '../tensor';
@@ -57,7 +57,11 @@ const linearOp = defineOp<{ hasBias: boolean }>({
     const inF = w!.shape[1]!;
     if (x!.shape[x!.shape.length - 1] !== inF)
       throw new ShapeError(`linear: input ${fmt(x!.shape)} does not end in in_features ${inF} of weight ${fmt(w!.shape)}`);
-    const y = mm(ctx, flat2(x!), w!, { transB: true, bias: hasBias ? b : undefined });
+    const x2 = flat2(x!);
+    const bias = hasBias ? b : undefined;
+    // a 16-bit weight and at most 16 rows (decoding): the GEMV that reads W once (it runs matmul itself where the
+    // adapter has no subgroups or K is odd); else the tiled product
+    const y = (w!.dtype === 'f16' || w!.dtype === 'bf16') && x2.shape[0]! <= GEMV_MAX_ROWS ? gemv16(ctx, x2, w!, { bias }) : mm(ctx, x2, w!, { transB: true, bias });
     return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [x!, w!] };
   },
   backward: (ctx, [g], [x, w], [mx, mw, mb]) => {
@@ -114,7 +118,8 @@ export interface LinearOptions {
 }
 
 /** `y = x W^T + b` with HF's `[out, in]` weight (f32, f16 or bf16) over the last dim of x; f16 products under
- *  an f16 {@link autocast} scope or `compute: 'f16'`. */
+ *  an f16 {@link autocast} scope or `compute: 'f16'`. Outside one, a 16-bit weight and at most 16 rows of x (a
+ *  decoding step) take the backend's GEMV (`gemv16`: W read once), the same f32 arithmetic in another order. */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null, opts: LinearOptions = {}): Tensor {
   if (weight.rank !== 2) throw new ShapeError(`linear: weight must be [out, in], got ${fmt(weight.shape)}`);
   if ((opts.compute ?? computeDtype()) === 'f16') {
