@@ -503,8 +503,8 @@ async function gemvBench(ctx: Context, out: Record<string, unknown>): Promise<vo
   if (args.includes('--no-sweep')) out.gemvSweep = { skipped: true, tuning: gemvTuningCopy() };
   else {
     // --sweep=int4One,int4Few,... sweeps only those (default: all six)
-    const only = args.find((a) => a.startsWith('--sweep='))?.slice(8).split(',');
-    const run = async (name: string, f: () => ReturnType<typeof sweepOf>) => (!only || only.includes(name) ? await f() : undefined);
+    const classes = args.find((a) => a.startsWith('--sweep='))?.slice(8).split(',');
+    const run = async (name: string, f: () => ReturnType<typeof sweepOf>) => (!classes || classes.includes(name) ? await f() : undefined);
     const sweep = {
       int4One: await run('int4One', () => sweepOf('int4', 'one', 1, bigShapes)),
       int4Few: await run('int4Few', () => sweepOf('int4', 'few', 4, bigShapes)),
