@@ -119,10 +119,8 @@ export class Context {
   private maxBind: number;
   private error: RustyError | null = null;
   private destroyed = false;
-  /** {@link watchWrites}' watches. */
+  /** {@link watchWrites}' watches and {@link onRelease}'s hooks. */
   private watched = new BufferWatches();
-  /** {@link onRelease}'s hooks, by buffer. */
-  private releaseHooks = new Map<GpuBuffer, Set<() => void>>();
 
   constructor(
     readonly device: GPUDevice,
@@ -180,12 +178,7 @@ export class Context {
 
   /** Return a buffer to the pool; work already encoded that uses it still sees it intact. */
   release(buf: GpuBuffer): void {
-    if (this.watched.size) this.watched.touched(buf, true);
-    const hooks = this.releaseHooks.get(buf);
-    if (hooks) {
-      this.releaseHooks.delete(buf);
-      for (const f of hooks) f();
-    }
+    this.watched.released(buf);
     const b = releaseTarget(buf);
     if (b) this.pool.release(b);
   }
@@ -272,15 +265,7 @@ export class Context {
    * function that removes the hook.
    */
   onRelease(buf: GpuBuffer, fn: () => void): () => void {
-    let hooks = this.releaseHooks.get(buf);
-    if (!hooks) this.releaseHooks.set(buf, (hooks = new Set()));
-    const h = () => fn();
-    hooks.add(h);
-    return () => {
-      const set = this.releaseHooks.get(buf);
-      if (!set?.delete(h)) return;
-      if (!set.size) this.releaseHooks.delete(buf);
-    };
+    return this.watched.onRelease(buf, fn);
   }
 
   /** Compile (or fetch from the cache) a kernel. Compile errors surface at the next sync point; use

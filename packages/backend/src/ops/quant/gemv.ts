@@ -149,9 +149,9 @@ export function gemvSource(o: GemvShape): string {
   if (floatW) {
     if (CW > 1) for (let j = 0; j < CW; j += 2) groups.push([j * 2, 4, (r) => `vec4f(deq_f2(${word(r, j)}), deq_f2(${word(r, j + 1)}))`]);
     else groups.push([0, 2, (r) => `deq_f2(${word(r, 0)})`]);
-  } else
+  } else {
+    const mask = o.decode === 'mask';
     for (let j = 0; j < CW; j++) {
-      const mask = o.decode === 'mask';
       if (epw === 4) groups.push([j * 4, 4, (r) => (mask ? `deq_i8m(${word(r, j)})` : `deq_i8(${word(r, j)})`)]);
       else if (mask && o.fmt === FMT_ID.int4) {
         groups.push([j * 8, 4, (r) => `deq_i4m(${word(r, j)})`]);
@@ -162,6 +162,7 @@ export function gemvSource(o: GemvShape): string {
         groups.push([j * 8 + 4, 4, (r) => `${f}(${word(r, j)}, SH_HI)`]);
       }
     }
+  }
   if (o.probe === 'no-deq') for (const gr of groups) gr[2] = ((r: number) => (gr[1] === 4 ? `bitcast<vec4f>(vec4u(w_${r}${CW > 1 ? '[0]' : ''}))` : `bitcast<vec2f>(vec2u(w_${r}${CW > 1 ? '[0]' : ''}))`));
   const xg: XLoad = (m, e0, g) => {
     if (o.probe === 'no-x') return `vec${g}f(1.0)`;
