@@ -1,4 +1,4 @@
-import { createContext, f16BitsToF32, f32ToF16Bits, testing, type Context } from '@rusty/backend';
+import { createContext, download, f16BitsToF32, f32ToF16Bits, gemv16, testing, type Context } from '@rusty/backend';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { autocast, checkpoint, computeDtype, linear, mul, sum, Tensor, toCompute } from '../index';
 import { randn } from '../random';
@@ -90,7 +90,6 @@ describe("linear with compute: 'f16' (mixed precision)", () => {
 
 describe('linear of a 16-bit weight and a few rows (decoding)', () => {
   it('runs the GEMV up to 16 rows (bit for bit gemv16, with bias) and the tiled product from 17; both match float64, and the gradient flows', async () => {
-    const { gemv16, download } = await import('@rusty/backend');
     const [IN, OUT] = [1000, 37];
     const wv = randn(OUT * IN, 5);
     const bv = randn(OUT, 6);
