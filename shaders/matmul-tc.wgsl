@@ -14,7 +14,9 @@
 //   SM x SN x SK (one subgroup matrix product: [SM, SK] x [SK, SN]), SG (subgroup size), SGM x SGN subgroups per
 //   workgroup, each owning FM x FN result matrices (a WM x WN = FM*SM x FN*SN block of C), BM = SGM*WM,
 //   BN = SGN*WN, BK (K-slice per step, a multiple of SK), NBUF (workgroup buffers per operand: 2 = the next slice
-//   is stored into the other buffer, one barrier per step; 1 = two barriers per step, half the memory), VW
+//   is stored into the other buffer, one barrier per step; 1 = two barriers per step, half the memory), PF
+//   (slices held in registers ahead of the staged one: 1 = the next slice is fetched while the current one is
+//   multiplied; 2 = two register sets, slice t + 2 is fetched while slice t is multiplied), VW
 //   (halves per global load and per staged unit: 8 = one 16-byte load, 2 = one 32-bit word), A_T, B_T,
 //   CSLOTS (subgroups whose SM x SN f32 scratch tiles exist at once: with fewer than all, the epilogue runs in
 //   rounds, subgroup sg in round sg / CSLOTS), AS_STRIDE / AS_SIZE and BS_STRIDE / BS_SIZE (row stride and size
@@ -29,9 +31,9 @@
 //   The straight-line code at the //@ lines (`tcMatrixCode`): //@raster the workgroup's tile origin m0, n0 (row
 //   by row, or grouped: `gm` tile rows per column step), //@acc the accumulators (named acc_<i>_<j>, or an
 //   array in the reference "array" form), //@regs the staging registers, //@fetch0 / //@fetch the global loads
-//   of a slice at K offset kn into registers, //@stash0 / //@stash their stores into buffer sb, //@mma the
-//   fragment loads and multiply-accumulates of every SK step of buffer (ab, bb), //@direct and //@scratch the
-//   stores of C. CM variants fetch interior slices as CmT blocks (subgroupMatrixLoad from storage) and stash
+//   of a slice at K offset kn into registers (with PF 2, //@fetch1 loads slice 1 into the second set and
+//   //@fetch picks the set by t % 2), //@stash0 / //@stash their stores into buffer sb, //@mma the fragment
+//   loads and multiply-accumulates of every SK step of buffer (ab, bb), //@direct and //@scratch the stores of C. CM variants fetch interior slices as CmT blocks (subgroupMatrixLoad from storage) and stash
 //   them with subgroupMatrixStore; edge slices take the element path.
 // Grid: x = ceil(N / BN), y = ceil(M / BM), z = batch. Workgroup: SGM * SGN * SG threads (SG fixed).
 // Scheme: each K-slice of A ([BM, BK], or [BK, BM] when A_T) and of B ([BK, BN], or [BN, BK] when B_T) is
@@ -146,11 +148,16 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
     //@stash0
   }
   workgroupBarrier();
+  if (PF == 2u && nt > 1u) {
+    kn = BK;
+    //@fetch1
+  }
   for (var t = 0u; t < nt; t++) {
     let cur = select(0u, t % 2u, NBUF == 2u);
     let more = t + 1u < nt;
-    kn = (t + 1u) * BK;
-    if (more) {
+    let par = t % 2u;
+    kn = (t + PF) * BK;
+    if (t + PF < nt) {
       //@fetch
     }
     let ab = cur * AS_SIZE;

@@ -2,7 +2,11 @@
  * The decode-GEMV sections of quant-bench (see its header: `gemv`, `decode`, `placement`): GEMVs over weights
  * rotated through copies that exceed the L2 cache, timed back to back in one submission.
  */
+import readProbeWgsl from '../../../../shaders/read-probe.wgsl';
 import type { Context } from '../context';
+import { grid1d } from '../grid';
+import { ioBindings } from '../kernel';
+import { cachedKernel } from '../kernel-cache';
 import { matmul } from '../ops/core/matmul';
 import { copy } from '../ops/core/transpose';
 import { quantBytes, quantLayout, quantSpec, type QuantSpec, type QuantTensor } from '../ops/quant/formats';
@@ -324,4 +328,46 @@ export async function placementBench(ctx: Context, out: Record<string, unknown>)
     ctx.trimPool();
   }
   out.placement = res;
+}
+
+/**
+ * The read-floor section (`--read-floor`): the fastest kernel that only reads B bytes once (shaders/read-probe.wgsl,
+ * PER vec4s per thread), timed like the GEMVs (back to back in one pass, each dispatch writing the same y, the
+ * buffer rotated over copies that exceed the L2 cache), for B = the bytes the int4/64 GEMV of each decode shape
+ * reads at one row, and a large B for the asymptote: what fraction of the copy bandwidth any kernel reading those
+ * bytes in one dispatch reaches on this stack.
+ */
+export async function readFloorBench(ctx: Context, out: Record<string, unknown>): Promise<void> {
+  const copyGBps = (out.copy as { GBps: number } | undefined)?.GBps ?? (await measureCopy(ctx)).GBps;
+  const int4 = quantSpec('int4', 64);
+  const shapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096]];
+  const sizes = shapes.map(([N, K]) => ({ shape: `${N}x${K}`, bytes: quantBytes(int4, N, K) + 2 * K }));
+  sizes.push({ shape: 'large', bytes: quick ? 1 << 22 : 256 << 20 });
+  const rows: Record<string, unknown>[] = [];
+  const y = empty(ctx, [4], 'u32');
+  for (const { shape, bytes } of sizes) {
+    const n4 = Math.ceil(bytes / 16);
+    const first = upload(ctx, randomData(4 * n4, 11), [4 * n4]);
+    const bufs = [first, ...Array.from({ length: copiesFor(bytes) - 1 }, () => copy(ctx, first))];
+    const row: Record<string, unknown> = { shape, bytes };
+    for (const per of [2, 4, 8]) {
+      const kernel = cachedKernel(ctx, `read-probe:${per}`, () => ({
+        name: 'read-probe',
+        code: readProbeWgsl,
+        bindings: ioBindings('u32', 'u32'),
+        params: ['u32:n4', 'u32:row', 'u32:key'],
+        consts: { PER: per },
+      }));
+      const { wg, row: r } = grid1d(Math.ceil(n4 / per), 256);
+      const list: GemvDispatch[] = bufs.map((b) => ({ kernel, buffers: [b.buffer, y.buffer], workgroups: [wg[0], wg[1], 1], params: [n4, r / 256, 0x9e3779b9] }));
+      const t = await streamTime(ctx, list, Math.max(2, Math.ceil(150 / list.length)));
+      row[`per${per}`] = { us: +(t.t * 1e6).toFixed(2), GBps: +(bytes / t.t / 1e9).toFixed(0), ofCopy: +(bytes / t.t / 1e9 / copyGBps).toFixed(3), spread: +t.spread.toFixed(3) };
+    }
+    log(`read floor ${JSON.stringify(row)}`);
+    rows.push(row);
+    release(ctx, ...bufs);
+    ctx.trimPool();
+  }
+  release(ctx, y);
+  out.readFloor = { copyGBps, rows };
 }

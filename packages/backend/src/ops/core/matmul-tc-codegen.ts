@@ -52,7 +52,7 @@ export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, tran
   const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
   return (
     c('SM', SM) + c('SN', SN) + c('SK', SK) + c('SG', plan.subgroupSize) + c('SGM', t.sgm) + c('SGN', t.sgn) +
-    c('FM', fm) + c('FN', fn) + c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) + c('NBUF', t.nbuf ?? 2) + c('VW', vw) + c('CSLOTS', scratchSlots(t)) +
+    c('FM', fm) + c('FN', fn) + c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) + c('NBUF', t.nbuf ?? 2) + c('PF', t.pf ?? 1) + c('VW', vw) + c('CSLOTS', scratchSlots(t)) +
     c('AS_STRIDE', a.stride) + c('AS_SIZE', a.size) + c('BS_STRIDE', b.stride) + c('BS_SIZE', b.size) +
     `const A_T: bool = ${transA};\nconst B_T: bool = ${transB};\n` +
     Object.entries(flags).map(([k, v]) => `const ${k}: bool = ${v};\n`).join('') +
@@ -109,7 +109,7 @@ function operandCode(x: 'a' | 'b', vw: 2 | 8, cm: boolean): string {
 }
 
 /** Names of the //@ lines of `shaders/matmul-tc.wgsl` that `tcMatrixCode` fills. */
-export type TcHook = 'raster' | 'acc' | 'regs' | 'fetch0' | 'stash0' | 'fetch' | 'stash' | 'mma' | 'direct' | 'scratch';
+export type TcHook = 'raster' | 'acc' | 'regs' | 'fetch0' | 'stash0' | 'fetch1' | 'fetch' | 'stash' | 'mma' | 'direct' | 'scratch';
 
 /**
  * The straight-line code of `shaders/matmul-tc.wgsl` at its //@ lines for a tile on a fragment and layout:
@@ -149,12 +149,14 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
   };
   const mn0 = { a: 'm0', b: 'n0' };
   const bo = { a: 'boa', b: 'bob' };
-  const scalarFetch = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l, u) => `r${x}_${l} = fetch_${x}(${bo[x]}, ${mn0[x]}, kn, ${u});`);
-  const scalarStash = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l, u) => `put_${x}(sb, ${u}, r${x}_${l});`);
-  const regDecl = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l) => `var r${x}_${l}: UV_${x};`).map((s) => s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
-  let regs = [...regDecl('a', transA), ...regDecl('b', transB)];
-  let fetch = [...scalarFetch('a', transA), ...scalarFetch('b', transB)];
-  let stash = [...scalarStash('a', transA), ...scalarStash('b', transB)];
+  // staging register sets: one, or two with `pf` 2 (set s holds the slices t with t % 2 == s)
+  const sets = [...Array(t.pf ?? 1).keys()];
+  const scalarFetch = (x: 'a' | 'b', trans: boolean, s: number) => unitCode(x, trans, (l, u) => `r${x}${s}_${l} = fetch_${x}(${bo[x]}, ${mn0[x]}, kn, ${u});`);
+  const scalarStash = (x: 'a' | 'b', trans: boolean, s: number) => unitCode(x, trans, (l, u) => `put_${x}(sb, ${u}, r${x}${s}_${l});`);
+  const regDecl = (x: 'a' | 'b', trans: boolean, s: number) => unitCode(x, trans, (l) => `var r${x}${s}_${l}: UV_${x};`).map((c) => c.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
+  let regs = sets.flatMap((s) => [...regDecl('a', transA, s), ...regDecl('b', transB, s)]);
+  let fetchSet = (s: number) => [...scalarFetch('a', transA, s), ...scalarFetch('b', transB, s)];
+  let stashSet = (s: number) => [...scalarStash('a', transA, s), ...scalarStash('b', transB, s)];
   if (t.hoist) {
     // per unit: its global offset at K = 0 in load units (ga_/gb_) and its workgroup offset (oa_/ob_); a K step
     // adds kn (or kn rows of the operand's stride when K runs along rows) to every global offset
@@ -168,29 +170,31 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
         t.derive && wg % upr === 0 && l > 0
           ? `let g${x}_${l} = g${x}_0 + ${l * rows}u * ${vw === 8 ? `(p.ld${x} >> 3u)` : `p.ld${x}`}; let o${x}_${l} = o${x}_0 + ${l * rows}u * ${X}S_STRIDE;`
           : `let q${x}_${l} = unit_${x}(${bo[x]}, ${mn0[x]}, 0u, ${u}); let g${x}_${l} = q${x}_${l}.e >> 3u; let o${x}_${l} = s${x}_off(0u, ${u});`,
-      ).map((s) => s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
+      ).map((c) => c.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
     };
-    const fastFetch = (x: 'a' | 'b', trans: boolean) =>
+    const fastFetch = (x: 'a' | 'b', trans: boolean, s: number) =>
       unitCode(x, trans, (l) =>
         vw === 8
-          ? `r${x}_${l} = ${x}4[g${x}_${l} + dk${x}];`
-          : `r${x}_${l} = ${x}4[(g${x}_${l} + dk${x}) >> 3u][((g${x}_${l} + dk${x}) >> 1u) & 3u];`,
+          ? `r${x}${s}_${l} = ${x}4[g${x}_${l} + dk${x}];`
+          : `r${x}${s}_${l} = ${x}4[(g${x}_${l} + dk${x}) >> 3u][((g${x}_${l} + dk${x}) >> 1u) & 3u];`,
       );
-    const fastStash = (x: 'a' | 'b', trans: boolean) => unitCode(x, trans, (l) => `put_${x}_at(sb * ${x.toUpperCase()}S_SIZE + o${x}_${l}, r${x}_${l});`);
+    const fastStash = (x: 'a' | 'b', trans: boolean, s: number) => unitCode(x, trans, (l) => `put_${x}_at(sb * ${x.toUpperCase()}S_SIZE + o${x}_${l}, r${x}${s}_${l});`);
     regs = [
       ...regs,
       ...hoistDecl('a', transA),
       ...hoistDecl('b', transB),
-      'var fast = false;',
+      ...sets.map((s) => `var fast${s} = false;`),
     ];
     // vw 8: offsets in vec4u units (e >> 3); vw 2: element offsets (e), the word picked from the vec4u
     if (vw === 2) regs = regs.map((r) => r.replace(/(let g[ab]_\d+ = q[ab]_\d+\.e) >> 3u;/, '$1;'));
     const dk = (x: 'a' | 'b') => (vw === 8 ? `let dk${x} = (kn * ${ks[x]}) >> 3u;` : `let dk${x} = kn * ${ks[x]};`);
-    fetch = [
-      'fast = VEC_A && VEC_B && m0 + BM <= p.M && n0 + BN <= p.N && kn + BK <= p.K;',
-      `if (fast) {\n  ${[dk('a'), dk('b'), ...fastFetch('a', transA), ...fastFetch('b', transB)].join('\n  ')}\n} else {\n  ${fetch.join('\n  ')}\n}`,
+    const slowFetch = fetchSet;
+    const slowStash = stashSet;
+    fetchSet = (s) => [
+      `fast${s} = VEC_A && VEC_B && m0 + BM <= p.M && n0 + BN <= p.N && kn + BK <= p.K;`,
+      `if (fast${s}) {\n  ${[dk('a'), dk('b'), ...fastFetch('a', transA, s), ...fastFetch('b', transB, s)].join('\n  ')}\n} else {\n  ${slowFetch(s).join('\n  ')}\n}`,
     ];
-    stash = [`if (fast) {\n  ${[...fastStash('a', transA), ...fastStash('b', transB)].join('\n  ')}\n} else {\n  ${stash.join('\n  ')}\n}`];
+    stashSet = (s) => [`if (fast${s}) {\n  ${[...fastStash('a', transA, s), ...fastStash('b', transB, s)].join('\n  ')}\n} else {\n  ${slowStash(s).join('\n  ')}\n}`];
   }
   if (t.cm) {
     const cmDecl = (x: 'a' | 'b', trans: boolean) => blockCode(x, trans, (i) => `var c${x}_${i}: CmT;`).map((s) => s.replace(/^if \([^)]*\) \{ (.*) \}$/, '$1'));
@@ -199,11 +203,13 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     const cmStash = (x: 'a' | 'b', trans: boolean) =>
       blockCode(x, trans, (i, blk) => `subgroupMatrixStore<row_major>(&${x.toUpperCase()}s, cms_${x}(sb, ${blk}), c${x}_${i}, ${x.toUpperCase()}S_STRIDE);`);
     regs = [...regs, ...cmDecl('a', transA), ...cmDecl('b', transB), 'var inb = false;'];
-    fetch = [
+    const slowFetch = fetchSet;
+    const slowStash = stashSet;
+    fetchSet = (s) => [
       'inb = m0 + BM <= p.M && n0 + BN <= p.N && kn + BK <= p.K;',
-      `if (inb) {\n  ${[...cmFetch('a', transA), ...cmFetch('b', transB)].join('\n  ')}\n} else {\n  ${fetch.join('\n  ')}\n}`,
+      `if (inb) {\n  ${[...cmFetch('a', transA), ...cmFetch('b', transB)].join('\n  ')}\n} else {\n  ${slowFetch(s).join('\n  ')}\n}`,
     ];
-    stash = [`if (inb) {\n  ${[...cmStash('a', transA), ...cmStash('b', transB)].join('\n  ')}\n} else {\n  ${stash.join('\n  ')}\n}`];
+    stashSet = (s) => [`if (inb) {\n  ${[...cmStash('a', transA), ...cmStash('b', transB)].join('\n  ')}\n} else {\n  ${slowStash(s).join('\n  ')}\n}`];
   }
   // the workgroup's tile: row by row, or in groups of gm tile rows
   const raster = t.gm
@@ -216,8 +222,21 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
         'let n0 = ((gid % per) / gs) * BN;',
       ].join('\n')
     : 'let m0 = wg.y * BM;\nlet n0 = wg.x * BN;';
-  const staging = { raster, regs: regs.join('\n'), fetch0: fetch.join('\n'), stash0: stash.join('\n'), fetch: fetch.join('\n'), stash: stash.join('\n') };
-  if (t.ablate === 'nostage') Object.assign(staging, { fetch: '', stash: '' });
+  // with two sets, slice t + 2 is fetched into set t % 2 while slice t + 1 is stashed from the other one (`par`
+  // is t % 2; the branches are uniform across the workgroup)
+  const code = (c: string[]) => c.join('\n');
+  const bySet = (f: (s: number) => string[], flip: boolean) =>
+    sets.length === 1 ? code(f(0)) : `if (par == 0u) {\n  ${code(f(flip ? 1 : 0)).replace(/\n/g, '\n  ')}\n} else {\n  ${code(f(flip ? 0 : 1)).replace(/\n/g, '\n  ')}\n}`;
+  const staging = {
+    raster,
+    regs: code(regs),
+    fetch0: code(fetchSet(0)),
+    stash0: code(stashSet(0)),
+    fetch1: sets.length === 2 ? code(fetchSet(1)) : '',
+    fetch: bySet(fetchSet, false),
+    stash: bySet(stashSet, true),
+  };
+  if (t.ablate === 'nostage') Object.assign(staging, { fetch1: '', fetch: '', stash: '' });
   if (!unroll) {
     const mma = `for (var kk = 0u; kk < BK; kk += SK) {
       var lf: array<Lm, FM>;

@@ -53,6 +53,9 @@ export interface TcTile {
   /** Subgroups whose epilogue scratch tiles exist at once (default all): fewer take turns (a barrier per round)
    *  and leave workgroup memory for deeper slices. Divides sgm * sgn. */
   cs?: number;
+  /** Slices held in registers ahead of the staged one (default 1): 2 keeps two register sets, so the global loads
+   *  of slice t + 2 are issued while slice t is multiplied and have two steps to arrive. */
+  pf?: 1 | 2;
 }
 
 /** The kernel variants (tiles with their staging) that tests check and the sweep measures; `auto` picks
@@ -95,6 +98,10 @@ export const TC_TILES = {
   v28: { bm: 256, bn: 128, bk: 32, sgm: 4, sgn: 2, nbuf: 1, hoist: true, derive: true },
   // v15 with 4 scratch tiles instead of 8 (two epilogue rounds): its 48-deep slices then fit an [N, K] B as well
   v29: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, cs: 4 },
+  // v14 with a two-deep register prefetch (`pf` 2). H100, 2026-11-24 (seventh session): NT 216.9 / 229.2 / 193.3
+  // TFLOP/s against v29's 210.6 / 223.0 / 196.1, NN and TN within 1% of v15; the same prefetch on v15, v29 and
+  // v18 (k16) was slower everywhere and is not kept (docs/PERFORMANCE.md)
+  v30: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, pf: 2 },
 } as const satisfies Record<string, TcTile>;
 export type TcTileName = keyof typeof TC_TILES;
 
@@ -155,6 +162,8 @@ export function tcTileProblem(t: TcTile, plan: TensorCorePlan, limits: Record<st
   if (t.bk % SK || t.bk % 8) return `BK ${t.bk} is not a multiple of the fragment's K ${SK} and of 8`;
   if (t.bm % 8 || t.bn % 8) return `BM and BN must be multiples of 8`;
   if (t.cs !== undefined && (!Number.isInteger(t.cs) || t.cs < 1 || (t.sgm * t.sgn) % t.cs)) return `cs ${t.cs} does not divide the ${t.sgm * t.sgn} subgroups`;
+  if (t.pf !== undefined && t.pf !== 1 && t.pf !== 2) return `pf ${t.pf} is not 1 or 2`;
+  if (t.pf === 2 && t.cm) return 'a two-deep prefetch (pf 2) needs the unit staging, not cm';
   if (t.cm) {
     // the stored slices are copied in SM x SK blocks
     for (const [rows, cols] of [tcSlice(t, 'a', transA).dims, tcSlice(t, 'b', transB).dims])
@@ -197,7 +206,7 @@ export interface TcLaunch extends MatmulLaunch {
 
 /** A tile's identity in kernel names and cache keys, e.g. `128x256x32-2x4-v2-b1-cm`. */
 export function tcTileKey(t: TcTile): string {
-  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.ablate ? `-${t.ablate}` : ''}`;
+  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
 }
 
 /** The tile `auto` runs for a product: the big one when the product has enough of them, else the small one,
