@@ -100,7 +100,6 @@ export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
 
 const mainLayout = (rows: number, threads: number, prefetch = false, chunkWords?: 1 | 2): GemvSetting => ({ rows, threads, subgroupRows: false, ...(prefetch ? { prefetch } : {}), ...(chunkWords ? { chunkWords } : {}) });
 const rowsLayout = (rows: number, threads: number, prefetch = false): GemvSetting => ({ rows, threads, subgroupRows: true, ...(prefetch ? { prefetch } : {}) });
-const streamLayout = (rows: number, threads: number, stream: number): GemvSetting => ({ rows, threads, subgroupRows: false, stream });
 
 /** The layouts `quant-bench --gemv` sweeps for each class of row counts (timed at 1, 4 and 16 rows): those that
  *  won or came close in the H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md; main_rows with 4, 8 or 16 lanes per
@@ -110,8 +109,6 @@ export const GEMV_SWEEP_LAYOUTS: Record<GemvClass, GemvSetting[]> = {
     ...[8, 16].flatMap((r) => [64, 128, 256].map((t) => mainLayout(r, t))), mainLayout(4, 256), mainLayout(8, 64, true), rowsLayout(8, 128, true),
     ...[1, 2].flatMap((cw) => [mainLayout(8, 128, false, cw as 1 | 2), mainLayout(8, 256, false, cw as 1 | 2), mainLayout(4, 256, false, cw as 1 | 2), mainLayout(16, 128, false, cw as 1 | 2)]),
     mainLayout(8, 128, true, 2), mainLayout(8, 64, true, 2), mainLayout(8, 64, false, 2), mainLayout(4, 128, true, 2), mainLayout(8, 64, true, 1), mainLayout(12, 128, false, 2),
-    // main_stream: rows per workgroup x threads x steps loaded ahead
-    ...[8, 16, 32, 64].flatMap((r) => [128, 256].flatMap((t) => [1, 2].map((pf) => streamLayout(r, t, pf)))),
   ],
   few: [
     ...[4, 8].flatMap((r) => [64, 128].map((t) => mainLayout(r, t))), mainLayout(8, 64, true), rowsLayout(8, 128), rowsLayout(8, 128, true),
@@ -123,7 +120,7 @@ export const GEMV_SWEEP_LAYOUTS: Record<GemvClass, GemvSetting[]> = {
 
 /** A layout's name in benchmark output. */
 export function gemvLayoutName(v: GemvSetting): string {
-  return `${v.stream ? 'stream' : v.subgroupRows ? 'rows' : 'main'} r${v.rows} t${v.threads}${v.stream ? ` s${v.stream}` : ''}${v.prefetch ? ' pf' : ''}${v.chunkWords && v.chunkWords !== 4 ? ` cw${v.chunkWords}` : ''}`;
+  return `${v.subgroupRows ? 'rows' : 'main'} r${v.rows} t${v.threads}${v.prefetch ? ' pf' : ''}${v.chunkWords && v.chunkWords !== 4 ? ` cw${v.chunkWords}` : ''}`;
 }
 
 /** The GPU check list: every format at 1, 4, 7 and 16 rows, odd and multiple-of-block sizes, and each layout the

@@ -6,7 +6,6 @@
  * `shaders/dequant-gemv.wgsl` for quantized weights and `matmul` for float ones.
  */
 import gemvWgsl from '../../../../../shaders/dequant-gemv-sg.wgsl';
-import streamWgsl from '../../../../../shaders/dequant-gemv-stream.wgsl';
 import type { Context, Kernel } from '../../context';
 import { ShapeError } from '../../errors';
 import { formatOf } from '../../format';
@@ -36,10 +35,6 @@ export interface GemvSetting {
   /** Load the words (and scales) of a thread's next chunk of each row before computing this one: loads stay in
    *  flight through the loop over a row's chunks (where a thread has several). */
   prefetch?: boolean;
-  /** One row of X only: entry `main_stream` (shaders/dequant-gemv-stream.wgsl), X held in registers and the
-   *  workgroup's `rows` rows of W streamed a few rows per step, with the words of `stream` steps loaded ahead.
-   *  Needs a fixed subgroup size and rows of whole 16-byte chunks (else the layout runs as `main`). */
-  stream?: number;
 }
 
 /** The row counts of X tuned apart: one row (`one`), 2 .. manyFrom - 1 (`few`), manyFrom .. 16 (`many`). */
@@ -177,53 +172,8 @@ export function gemvSource(o: GemvShape): string {
   };
   const hasScale = !floatW;
   const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
-  pre += `const SG: u32 = ${o.stream?.SG ?? o.sgRows ?? 1}u;\n`; // main_rows, main_stream: the subgroup size
-  if (o.stream) {
-    const st = o.stream;
-    pre += c('LPR', st.LPR) + c('CPR', st.CPR) + c('RPS', st.RPS) + c('STEPS', st.STEPS);
-    Object.assign(parts, streamCode(o, st, groups, hasScale));
-  }
-  // main_stream needs the helpers of dequant-gemv-sg.wgsl, not its entry points (generated for R rows of W)
-  const code = o.stream ? `${gemvWgsl.slice(0, gemvWgsl.indexOf('\n@compute'))}\n${streamWgsl}` : gemvWgsl;
-  return pre + code.replace(/^\s*\/\/@walk$/gm, WALK).replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out|sx|spre|sload|sdot)$/gm, (_, ind: string, k: string) => ind + parts[k]);
-}
-
-/** The //@sx, //@spre, //@sload and //@sdot lines of main_stream (shaders/dequant-gemv-stream.wgsl): lane j's
- *  chunks c_i = j + i * LPR (i < CPR; clamped to the row for loads, X zero past K), X of each as registers
- *  x_<i>_<group>, and PF sets of prefetched words pw_<t>_<i> (and scales ps_<t>_<i>) rotated each step. */
-function streamCode(o: GemvShape, st: NonNullable<GemvShape['stream']>, groups: Group[], hasScale: boolean): Record<string, string> {
-  const is = [...Array(st.CPR).keys()];
-  const ts = [...Array(st.PF).keys()];
-  const xs = (e: string) => `select(0.0, xe(min(${e}, p.K - 1u)), ${e} < p.K)`;
-  const sx = is.flatMap((i) => [
-    `let k0_${i} = (j + ${i * st.LPR}u) * CE;`,
-    `let c_${i} = min(j + ${i * st.LPR}u, p.nc - 1u);`,
-    ...groups.map(([e0, g], gi) =>
-      o.probe === 'no-x' ? `let x_${i}_${gi} = vec${g}f(1.0);` : `let x_${i}_${gi} = vec${g}f(${[...Array(g).keys()].map((k) => xs(`k0_${i} + ${e0 + k}u`)).join(', ')});`,
-    ),
-  ]);
-  const word = (row: string, i: number) => `q${o.CW}[${row} * p.nc + c_${i}]`;
-  const scale = (row: string, i: number) => `scale_at(${row} * p.nb${o.G ? ` + c_${i} * CE / ${o.G}u` : ''})`;
-  const rowAt = (step: string) => `min(n0 + (${step}) * RPS + q, p.N - 1u)`;
-  const spre = ts.flatMap((t) => [
-    `let rp_${t} = ${rowAt(`${t}u`)};`,
-    ...is.flatMap((i) => [`var pw_${t}_${i} = ${word(`rp_${t}`, i)};`, ...(hasScale ? [`var ps_${t}_${i} = ${scale(`rp_${t}`, i)};`] : [])]),
-  ]);
-  const last = st.PF - 1;
-  const sload = [
-    `let rn = ${rowAt(`s + ${st.PF}u`)};`,
-    ...is.flatMap((i) => [
-      `let w_${i} = pw_0_${i};`,
-      ...ts.slice(1).map((t) => `pw_${t - 1}_${i} = pw_${t}_${i};`),
-      `pw_${last}_${i} = ${word('rn', i)};`,
-      ...(hasScale ? [`let s_${i} = ps_0_${i};`, ...ts.slice(1).map((t) => `ps_${t - 1}_${i} = ps_${t}_${i};`), `ps_${last}_${i} = ${scale('rn', i)};`] : []),
-    ]),
-  ];
-  const sdot = is.map((i) => {
-    const dots = groups.map(([, , expr], gi) => `dot(${expr(i)}, x_${i}_${gi})`).join(' + ');
-    return hasScale ? `acc = fma(s_${i}, ${dots}, acc);` : `acc += ${dots};`;
-  });
-  return { sx: sx.join('\n  '), spre: spre.join('\n  '), sload: sload.join('\n    '), sdot: sdot.join('\n    ') };
+  pre += `const SG: u32 = ${o.sgRows ?? 1}u;\n`; // main_rows: the subgroup size
+  return pre + gemvWgsl.replace(/^\s*\/\/@walk$/gm, WALK).replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
 }
 
 /** The //@walk line of both entry points: a thread's walk over its chunks c0, c0 + cstep, ... of the R rows, each
@@ -360,9 +310,6 @@ export interface GemvShape {
   probe?: 'no-x' | 'no-deq';
   /** How int4 / int8 codes are decoded (see `gemvTuning.decode`; unset: `'shift'`). */
   decode?: 'mask' | 'shift';
-  /** Entry main_stream (see {@link GemvSetting.stream}): lanes per row, chunks per lane, rows per step, steps,
-   *  steps loaded ahead, and the fixed subgroup size. */
-  stream?: { LPR: number; CPR: number; RPS: number; STEPS: number; PF: number; SG: number };
 }
 
 /** One GEMV dispatch, planned but not encoded: the kernel, its bindings, workgroups and params (what
@@ -381,7 +328,7 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
   const cls = gemvClass(M);
   const small = !floatW && cls === 'one' && gemvTuning.oneSmall && N * K < gemvTuning.oneSmall.below;
   const set = small ? gemvTuning.oneSmall!.set : (floatW ? gemvTuning.float : gemvTuning)[cls];
-  let CW: number = set.stream ? 4 : (set.chunkWords ?? 4);
+  let CW: number = set.chunkWords ?? 4;
   while (wpr % CW) CW /= 2;
   const nc = wpr / CW;
   const R = Math.min(set.rows, N);
@@ -394,13 +341,12 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
   const b = bias ?? x;
   const { min: sgMin, max: sgMax } = ctx.info.subgroupSizes;
   const sgRows = set.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
-  const stream = set.stream && M === 1 && CW === 4 && sgMin === sgMax && WG % sgMax === 0 ? streamShape(nc, N, WG, set.rows, set.stream, sgMax) : undefined;
-  const o: GemvShape = { MR: M, R: stream ? stream.RPS * stream.STEPS : R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(stream ? { stream } : sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}) };
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}) };
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
   const kernel = cachedKernel(ctx, key, () => ({
     name: floatW ? 'gemv16' : 'dequant-gemv-sg',
     code: quantPrelude() + gemvSource(o),
-    entryPoint: stream ? 'main_stream' : sgRows ? 'main_rows' : 'main',
+    entryPoint: sgRows ? 'main_rows' : 'main',
     bindings: [
       { name: 'x', access: 'read', dtype: x.dtype },
       { name: 'q', access: 'read', dtype: 'u32' },
@@ -412,20 +358,10 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
     constants: floatW ? undefined : { FMT: w.fmt as number },
     enables: ['subgroups'],
   }));
-  const nwg = Math.ceil(N / (stream ? o.R : sgRows ? (R * WG) / sgMax : R));
+  const nwg = Math.ceil(N / (sgRows ? (R * WG) / sgMax : R));
   const gy = Math.ceil(nwg / 65535);
   const gx = Math.ceil(nwg / gy);
   return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer], workgroups: [gx, gy, 1], params: [N, K, w.G, w.nb, nc, gx, 1] };
-}
-
-/** main_stream's geometry for rows of nc chunks: lanes per row (a power of two from the subgroup size up to the
- *  workgroup), chunks per lane, rows per step, and steps for about `rows` rows per workgroup (no more than N needs). */
-function streamShape(nc: number, N: number, WG: number, rows: number, PF: number, SG: number): NonNullable<GemvShape['stream']> {
-  let LPR = SG;
-  while (LPR < WG && LPR < nc) LPR *= 2;
-  const RPS = WG / LPR;
-  const STEPS = Math.max(1, Math.min(Math.ceil(rows / RPS), Math.ceil(N / RPS)));
-  return { LPR, CPR: Math.ceil(nc / LPR), RPS, STEPS, PF: Math.max(1, Math.floor(PF)), SG };
 }
 
 function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {
