@@ -99,6 +99,13 @@ async function streamTime(ctx: Context, list: GemvDispatch[], rounds: number): P
 }
 
 
+/** `--gemv-shapes=NxK,...`: the weights of the GEMV table and the read floor instead of the default list (e.g. the
+ *  7B model's gate and up projections side by side, 28672x4096). */
+function tableShapes(): [number, number][] | undefined {
+  const v = args.find((a) => a.startsWith('--gemv-shapes='))?.slice(14);
+  return v?.split(',').map((s) => s.split('x').map(Number) as [number, number]);
+}
+
 /** A weight rotated over copies for timing: its dispatch list for x and y (under the current tuning). */
 interface Rotated {
   bytes: number;
@@ -160,7 +167,7 @@ export async function gemvBench(ctx: Context, out: Record<string, unknown>): Pro
   const int4 = quantSpec('int4', 64);
   const t0 = performance.now();
   // sweep: the layouts of each class of row counts (M = 1, 4, 16), int4/64 and f16 weights
-  const bigShapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [2048, 5632]];
+  const bigShapes: [number, number][] = tableShapes() ?? (quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [2048, 5632]]);
   const sweepOf = async (kind: 'int4' | 'f16', cls: GemvClass, M: number, shapes: [number, number][]) => {
     // every swept layout on every shape (the small-weight layout of one row off meanwhile)
     const small = gemvTuning.oneSmall;
@@ -206,7 +213,7 @@ export async function gemvBench(ctx: Context, out: Record<string, unknown>): Pro
   }
 
   // the decode table: f16 GEMV, f16 matmul and each quantized format at 1, 4 and 16 rows
-  const shapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [5632, 2048], [2048, 5632], [2048, 2048], [256, 2048]];
+  const shapes: [number, number][] = tableShapes() ?? (quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [5632, 2048], [2048, 5632], [2048, 2048], [256, 2048]]);
   const Ms = [1, 4, 16];
   const rows: Record<string, Record<string, unknown>>[] = [];
   for (const [N, K] of shapes) {
@@ -247,10 +254,10 @@ export async function gemvBench(ctx: Context, out: Record<string, unknown>): Pro
   }
   // leave a stage out (results wrong, times only): where the int4 kernel's time goes at one row
   const probes: Record<string, unknown>[] = [];
-  for (const [N, K] of quick ? [[256, 512]] : [[4096, 4096], [14336, 4096]]) {
+  for (const [N, K] of quick ? [[256, 512]] : [[4096, 4096], [14336, 4096], [28672, 4096]]) {
     const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
     const q = rotatedQuant(ctx, w16, int4);
-    for (const probe of [undefined, 'no-x', 'no-deq'] as const) {
+    for (const probe of [undefined, 'no-x', 'no-deq', 'no-scale', 'w-only'] as const) {
       gemvTuning.probe = probe;
       probes.push({ N, K, probe: probe ?? 'none', us: (await timeRotated(ctx, q, 1, K, N)).t * 1e6 });
     }
@@ -340,7 +347,7 @@ export async function placementBench(ctx: Context, out: Record<string, unknown>)
 export async function readFloorBench(ctx: Context, out: Record<string, unknown>): Promise<void> {
   const copyGBps = (out.copy as { GBps: number } | undefined)?.GBps ?? (await measureCopy(ctx)).GBps;
   const int4 = quantSpec('int4', 64);
-  const shapes: [number, number][] = quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096]];
+  const shapes: [number, number][] = tableShapes() ?? (quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096]]);
   const sizes = shapes.map(([N, K]) => ({ shape: `${N}x${K}`, bytes: quantBytes(int4, N, K) + 2 * K }));
   sizes.push({ shape: 'large', bytes: quick ? 1 << 22 : 256 << 20 });
   const rows: Record<string, unknown>[] = [];

@@ -21,12 +21,13 @@
  *   weights: how much a timing depends on where the buffers landed;
  * - `read-floor` (`--read-floor`): the fastest kernel that only reads the bytes of each decode shape's int4 GEMV,
  *   timed the same way (`readFloorBench`): the ceiling any GEMV reading those bytes can reach here;
+ *   `--gemv-shapes=NxK,...` replaces the weight shapes of the GEMV sweep and of both tables (`gemv` and `read-floor`);
  * - `int8` (`--int8`): int8 x int8 TOPS at 4096^3 (each tensor-core tile, the portable kernel, and int8Linear with
  *   the row quantization) beside the f16 tensor-core `matmul` TFLOP/s of the same shape;
  * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
  * The GEMV sections live in quant-bench-gemv.ts, what every section shares in quant-bench-common.ts.
  *
- *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep | --sweep=int4One,int4Few,int4Many,f16One,f16Few,f16Many] [--checks | --gemv-checks | --i8-checks] [--gemv] [--decode] [--placement] [--read-floor] [--int8] [--all]
+ *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep | --sweep=int4One,int4Few,int4Many,f16One,f16Few,f16Many] [--checks | --gemv-checks | --i8-checks] [--gemv] [--decode] [--placement] [--read-floor] [--gemv-shapes=28672x4096,...] [--int8] [--all]
  */
 import i8ProbeWgsl from '../../../../shaders/quant-i8-probe.wgsl';
 import { createContext, type Context } from '../context';

@@ -51,7 +51,7 @@ export function gemvClass(M: number): GemvClass {
  *  the f16 baseline is its best too); `maxThreads` (the most threads {@link gemvThreads} picks), `unroll` (unset:
  *  unrolled on GPUs, and on software adapters for at most 4 accumulators per thread); `probe` (benchmarks only,
  *  results wrong): leave a stage out to time the rest (`no-x`: X read as ones; `no-deq`: words bit-cast instead
- *  of decoded); `decode`: how int4 / int8 codes become floats (`'mask'`, the default: one AND-OR per element and
+ *  of decoded; `no-scale`: block scales of 1, not read; `w-only`: all three); `decode`: how int4 / int8 codes become floats (`'mask'`, the default: one AND-OR per element and
  *  an fma, no per-element shift; `'shift'`: a shift, an AND-OR and a subtraction per element; both exact, see
  *  `shaders/dequant-gemv-sg.wgsl`). Chosen from the H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md): `many` and
  *  float `one` / `many` from the first two (the fastest of either run per shape, since the GPU's clock only ever made
@@ -138,7 +138,9 @@ export function gemvSource(o: GemvShape): string {
     `const HAS_BIAS: bool = ${o.hasBias};\nconst FLOAT_W: bool = ${floatW};\n` +
     `fn deq_f2(w: u32) -> vec2f { return ${floatW ? formatOf(o.fmt as string).wgsl.unpack('w') : 'vec2f(0.0)'}; }\n`;
   // block scales: f16 ones through the hardware conversion (exact), f32 ones as stored
-  if (!floatW) pre += o.f16Scales ? 'fn scale_at(i: u32) -> f32 { return unpack2x16float(s[i >> 1u])[i & 1u]; }\n' : 'fn scale_at(i: u32) -> f32 { return read_s(i); }\n';
+  const probe = (p: 'no-x' | 'no-deq' | 'no-scale') => o.probe === p || o.probe === 'w-only';
+  if (!floatW && probe('no-scale')) pre += 'fn scale_at(i: u32) -> f32 { return 1.0; }\n';
+  else if (!floatW) pre += o.f16Scales ? 'fn scale_at(i: u32) -> f32 { return unpack2x16float(s[i >> 1u])[i & 1u]; }\n' : 'fn scale_at(i: u32) -> f32 { return read_s(i); }\n';
   // one x element (x4 and x cannot both be used by one entry point)
   if (o.xVec) pre += '@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\nfn xe(i: u32) -> f32 { return x4[i >> 2u][i & 3u]; }\n';
   else pre += 'fn xe(i: u32) -> f32 { return read_x(i); }\n';
@@ -163,9 +165,10 @@ export function gemvSource(o: GemvShape): string {
       }
     }
   }
-  if (o.probe === 'no-deq') for (const gr of groups) gr[2] = ((r: number) => (gr[1] === 4 ? `bitcast<vec4f>(vec4u(w_${r}${CW > 1 ? '[0]' : ''}))` : `bitcast<vec2f>(vec2u(w_${r}${CW > 1 ? '[0]' : ''}))`));
+  // the probe keeps every word in use (each group bit-casts its own word)
+  if (probe('no-deq')) for (const gr of groups) gr[2] = (r: number) => `bitcast<vec${gr[1]}f>(vec${gr[1]}u(${word(r, Math.floor(gr[0] / epw))}))`;
   const xg: XLoad = (m, e0, g) => {
-    if (o.probe === 'no-x') return `vec${g}f(1.0)`;
+    if (probe('no-x')) return `vec${g}f(1.0)`;
     const b = `${typeof m === 'number' ? `${m}u` : m} * p.K + k0 + ${e0}u`;
     if (o.xVec && g === 4) return `x4[(${b}) >> 2u]`;
     return `vec${g}f(${[...Array(g).keys()].map((i) => `xe(${b} + ${i}u)`).join(', ')})`;
@@ -307,7 +310,7 @@ export interface GemvShape {
   /** Quantized weights: elements per block where a row has several blocks (else 0: one scale per row). */
   G?: number;
   /** Benchmarks only: leave a stage out (see `gemvTuning.probe`). */
-  probe?: 'no-x' | 'no-deq';
+  probe?: 'no-x' | 'no-deq' | 'no-scale' | 'w-only';
   /** How int4 / int8 codes are decoded (see `gemvTuning.decode`; unset: `'shift'`). */
   decode?: 'mask' | 'shift';
 }
