@@ -20,8 +20,7 @@
 //   (halves per global load and per staged unit: 8 = one 16-byte load, 2 = one 32-bit word), A_T, B_T,
 //   CSLOTS (subgroups whose SM x SN f32 scratch tiles exist at once: with fewer than all, the epilogue runs in
 //   rounds, subgroup sg in round sg / CSLOTS), AS_STRIDE / AS_SIZE and BS_STRIDE / BS_SIZE (row stride and size
-//   in halves of one staged slice), PANEL and PW (slices staged as panels of PW columns, row stride PW, no
-//   padding; the fragment is PW square), the
+//   in halves of one staged slice), the
 //   aliases Lm / Rm / Acc of the three matrix types (and CmT, the SM x SK block that CM variants copy), the
 //   load type UV (vec4u or u32), load_l(off) / load_r(off) (subgroupMatrixLoad from As / Bs with the layout the
 //   operand's storage needs), at_a(e) / at_b(e) (one element as f32, for unaligned operands), fetch_a / fetch_b
@@ -108,17 +107,12 @@ fn pk_b(q: Unit, j: u32) -> u32 {
 }
 
 // Workgroup-memory offset of unit u in buffer buf.
-fn sa_off(buf: u32, u: u32) -> u32 { return buf * AS_SIZE + so_a(u / A_UPR, (u % A_UPR) * VW); }
-fn sb_off(buf: u32, u: u32) -> u32 { return buf * BS_SIZE + so_b(u / B_UPR, (u % B_UPR) * VW); }
-
-// Offset of stored element (row, col) in a staged slice: rows of AS_STRIDE / BS_STRIDE halves, or with PANEL,
-// panels of PW columns one after the other (each [rows, PW], row stride PW: no padding).
-fn so_a(row: u32, col: u32) -> u32 { return select(row * AS_STRIDE + col, (col / PW) * (A_ROWS * PW) + row * PW + col % PW, PANEL); }
-fn so_b(row: u32, col: u32) -> u32 { return select(row * BS_STRIDE + col, (col / PW) * (B_ROWS * PW) + row * PW + col % PW, PANEL); }
+fn sa_off(buf: u32, u: u32) -> u32 { return buf * AS_SIZE + (u / A_UPR) * AS_STRIDE + (u % A_UPR) * VW; }
+fn sb_off(buf: u32, u: u32) -> u32 { return buf * BS_SIZE + (u / B_UPR) * BS_STRIDE + (u % B_UPR) * VW; }
 
 // Offset in a staged slice of op(A)[m][k] / op(B)[k][n] (slice-local coordinates).
-fn a_off(m: u32, k: u32) -> u32 { return select(so_a(m, k), so_a(k, m), A_T); }
-fn b_off(k: u32, n: u32) -> u32 { return select(so_b(k, n), so_b(n, k), B_T); }
+fn a_off(m: u32, k: u32) -> u32 { return select(m * AS_STRIDE + k, k * AS_STRIDE + m, A_T); }
+fn b_off(k: u32, n: u32) -> u32 { return select(k * BS_STRIDE + n, n * BS_STRIDE + k, B_T); }
 
 // CM variants: global offset of SM x SK block blk of A's / B's slice at k0, and its offset in a staged buffer.
 fn cm_a(bo: u32, m0: u32, k0: u32, blk: u32) -> u32 {

@@ -11,25 +11,20 @@ import { operandReader } from './matmul';
 /** Workgroup memory of a tile: its staged slices of A and B (rows padded by 8 halves, `nbuf` of each) and the
  *  f32 scratch. */
 export function tcSharedBytes(t: TcTile, plan: TensorCorePlan, transA: boolean, transB: boolean): number {
-  const a = tcSlice(t, 'a', transA, plan);
-  const b = tcSlice(t, 'b', transB, plan);
-  return (t.nbuf ?? 2) * 2 * (a.size + b.size) + 4 * (t.exact ? 0 : scratchSlots(t)) * plan.frag.M * plan.frag.N;
+  const a = tcSlice(t, 'a', transA);
+  const b = tcSlice(t, 'b', transB);
+  return (t.nbuf ?? 2) * 2 * (a.size + b.size) + 4 * scratchSlots(t) * plan.frag.M * plan.frag.N;
 }
 
-/** Epilogue scratch tiles of a tile (`cs`, default one per subgroup; an `exact` tile declares them but never uses
- *  them, so they take no workgroup memory). */
+/** Epilogue scratch tiles of a tile (`cs`, default one per subgroup). */
 export function scratchSlots(t: TcTile): number {
   return t.cs ?? t.sgm * t.sgn;
 }
 
-/** The panel width of `panel` tiles: the fragment's side (M = N = K). */
-export const tcPanelWidth = (plan: TensorCorePlan): number => plan.frag.K;
-
 /** A staged operand slice of a tile: [rows, cols] in halves, its padded row stride and size. */
-export function tcSlice(t: TcTile, x: 'a' | 'b', trans: boolean, plan?: TensorCorePlan): { stride: number; size: number; dims: [number, number] } {
-  // A is staged [BM, BK] (or [BK, BM] when transposed), B [BK, BN] (or [BN, BK]); panels are [rows, PW] each
+export function tcSlice(t: TcTile, x: 'a' | 'b', trans: boolean): { stride: number; size: number; dims: [number, number] } {
+  // A is staged [BM, BK] (or [BK, BM] when transposed), B [BK, BN] (or [BN, BK])
   const [rows, cols] = x === 'a' ? (trans ? [t.bk, t.bm] : [t.bm, t.bk]) : trans ? [t.bn, t.bk] : [t.bk, t.bn];
-  if (t.panel) return { stride: plan ? tcPanelWidth(plan) : 16, size: rows * cols, dims: [rows, cols] };
   return { stride: cols + 8, size: rows * (cols + 8), dims: [rows, cols] };
 }
 
@@ -49,15 +44,15 @@ const NO_FLAGS: TcFlags = { VEC_A: false, VEC_B: false, HAS_BIAS: false, ACCUM: 
 /** The WGSL prepended to `shaders/matmul-tc.wgsl` for a fragment, tile, layout and flags. */
 export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, transB: boolean, flags: TcFlags = NO_FLAGS): string {
   const { M: SM, N: SN, K: SK } = plan.frag;
-  const a = tcSlice(t, 'a', transA, plan);
-  const b = tcSlice(t, 'b', transB, plan);
+  const a = tcSlice(t, 'a', transA);
+  const b = tcSlice(t, 'b', transB);
   const fm = t.bm / t.sgm / SM;
   const fn = t.bn / t.sgn / SN;
   const vw = t.vw ?? 8;
   const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
   return (
     c('SM', SM) + c('SN', SN) + c('SK', SK) + c('SG', plan.subgroupSize) + c('SGM', t.sgm) + c('SGN', t.sgn) +
-    c('FM', fm) + c('FN', fn) + c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) + c('NBUF', t.nbuf ?? 2) + c('PF', t.pf ?? 1) + c('PW', tcPanelWidth(plan)) + `const PANEL: bool = ${!!t.panel};\n` + c('VW', vw) + c('CSLOTS', scratchSlots(t)) +
+    c('FM', fm) + c('FN', fn) + c('BM', t.bm) + c('BN', t.bn) + c('BK', t.bk) + c('NBUF', t.nbuf ?? 2) + c('PF', t.pf ?? 1) + c('VW', vw) + c('CSLOTS', scratchSlots(t)) +
     c('AS_STRIDE', a.stride) + c('AS_SIZE', a.size) + c('BS_STRIDE', b.stride) + c('BS_SIZE', b.size) +
     `const A_T: bool = ${transA};\nconst B_T: bool = ${transB};\n` +
     Object.entries(flags).map(([k, v]) => `const ${k}: bool = ${v};\n`).join('') +
@@ -264,7 +259,7 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
         subgroupMatrixStore<row_major>(&c, o, acc[i * FN + j], p.N);
       }
     }`,
-      scratch: t.exact ? '// exact tile: every tile leaves through //@direct' : `for (var i = 0u; i < FM; i++) {
+      scratch: `for (var i = 0u; i < FM; i++) {
     for (var j = 0u; j < FN; j++) {
       for (var round = 0u; round < NSG / CSLOTS; round++) {
         if (sg / CSLOTS == round) { subgroupMatrixStore<row_major>(&Cs, cs, acc[i * FN + j], SN); }
@@ -278,8 +273,6 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
   }
   const fm = t.bm / t.sgm / SM;
   const fn = t.bn / t.sgn / SN;
-  // an exact tile runs only where every tile is whole and has no epilogue (`matmulTc` checks): no scratch
-  const exactScratch = '// exact tile: every tile leaves through //@direct';
   const I = [...Array(fm).keys()];
   const J = [...Array(fn).keys()];
   const IJ = I.flatMap((i) => J.map((j) => [i, j] as const));
@@ -297,7 +290,7 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     mma: t.ablate === 'nomma' ? '' : mma.join('\n'),
     direct: IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i * SM}u) * p.N + n0 + wn0 + ${j * SN}u, acc_${i}_${j}, p.N);`).join('\n'),
     // subgroups sg with sg / CSLOTS == round use the scratch in that round
-    scratch: t.exact ? exactScratch : IJ.map(
+    scratch: IJ.map(
       ([i, j]) =>
         `for (var round = 0u; round < NSG / CSLOTS; round++) {\n` +
         `  if (sg / CSLOTS == round) { subgroupMatrixStore<row_major>(&Cs, cs, acc_${i}_${j}, SN); }\n  workgroupBarrier();\n` +

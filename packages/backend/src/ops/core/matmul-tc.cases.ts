@@ -172,13 +172,6 @@ export function tcCases(ctx: Context): TcCase[] {
   cases.push({ M: 129, N: 264, K: 200, f32Image: 'highest', bF16: true, bias: true });
   for (const tile of Object.keys(TC_TILES) as TcTileName[]) {
     const fits = (tA: boolean, tB: boolean) => 'frag' in plan && !tcTileProblem(TC_TILES[tile], plan, ctx.info.limits, tA, tB);
-    if ((TC_TILES[tile] as TcTile).exact) {
-      // whole tiles only (K 192: a multiple of 32, 48 and 64), a batch
-      if (fits(false, true)) cases.push({ M: 256, N: 512, K: 192, transB: true, tile });
-      if (fits(true, false)) cases.push({ M: 128, N: 256, K: 192, transA: true, tile });
-      if (fits(false, false)) cases.push({ M: 256, N: 256, K: 384, batchA: 2, batchB: 2, tile });
-      continue;
-    }
     if (fits(false, true)) cases.push({ M: 256, N: 256, K: 256, transB: true, tile });
     if (fits(true, false)) cases.push({ M: 131, N: 69, K: 72, transA: true, tile });
     if (fits(false, false)) cases.push({ M: 200, N: 136, K: 40, tile });
@@ -205,7 +198,7 @@ export async function pipelineSequence(ctx: Context): Promise<TcResult[]> {
   if (!('frag' in plan)) return out;
   for (const tile of Object.keys(TC_TILES) as TcTileName[]) {
     if (tcTileProblem(TC_TILES[tile], plan, ctx.info.limits)) continue;
-    const r = await runTcCase(ctx, (TC_TILES[tile] as TcTile).exact ? { M: 128, N: 256, K: 192, tile } : { M: 96, N: 112, K: 80, tile });
+    const r = await runTcCase(ctx, { M: 96, N: 112, K: 80, tile });
     out.push({ ...r, name: `pipeline after run+map: ${r.name}` });
   }
   return out;

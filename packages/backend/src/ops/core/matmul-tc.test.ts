@@ -6,7 +6,7 @@ import { download, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul, matmulPath } from './matmul';
-import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSharedBytes, tcSource, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TcTile, type TensorCorePlan } from './matmul-tc';
+import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSource, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases';
 
 const ctx: Context = await createContext();
@@ -46,8 +46,7 @@ describe('tensor-core path selection (runs everywhere)', () => {
     const nv = tensorCorePlan(fakeInfo({ configs: NVIDIA })) as TensorCorePlan;
     const n8 = tensorCorePlan(fakeInfo({ configs: [f16f32(16, 8, 16)] })) as TensorCorePlan;
     const apple = tensorCorePlan(fakeInfo({ configs: [f16f32(8, 8, 8)] })) as TensorCorePlan;
-    for (const p of [nv, n8, apple]) for (const t of Object.values(TC_TILES) as TcTile[]) if (!(t.panel && p === n8)) expect(tcTileProblem(t, p, H200_LIMITS)).toBeNull();
-    expect(tcTileProblem(TC_TILES.v31, n8, H200_LIMITS)).toMatch(/square fragment/);
+    for (const p of [nv, n8, apple]) for (const t of Object.values(TC_TILES)) expect(tcTileProblem(t, p, H200_LIMITS)).toBeNull();
     expect(tcTileProblem({ bm: 48, bn: 64, bk: 32, sgm: 2, sgn: 2 }, nv, H200_LIMITS)).toMatch(/fragment's M 16/);
     expect(tcTileProblem({ bm: 64, bn: 64, bk: 24, sgm: 2, sgn: 2 }, nv, H200_LIMITS)).toMatch(/BK 24/);
     expect(tcTileProblem(TC_TILES.t128x128, nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 16384 })).toMatch(/workgroup memory/);
@@ -70,22 +69,6 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(tcTileProblem(TC_TILES.v29, nv, H200_LIMITS, false, true)).toBeNull();
     expect(tcTileProblem({ ...TC_TILES.v29, cs: 3 }, nv, H200_LIMITS)).toMatch(/cs 3 does not divide the 8 subgroups/);
     expect(chooseTcTile(nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 }, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES.t64x64);
-    // panels: two buffers of a 128x256x32 tile fill exactly 48 KiB in every layout (padded rows would need 54,272
-    // bytes); an exact tile runs only whole tiles without an epilogue
-    for (const [ta, tb] of [[false, false], [false, true], [true, false]] as const) {
-      expect(tcSharedBytes(TC_TILES.v31, nv, ta, tb)).toBe(49152);
-      expect(tcSharedBytes({ ...TC_TILES.v31, panel: false }, nv, ta, tb)).toBeGreaterThan(49152);
-    }
-    const saved = tcTuning.exact;
-    try {
-      tcTuning.exact = 'v31';
-      const whole = { M: 4096, N: 4096, K: 4096, batch: 1, transA: false, transB: true, alpha: 1, hasBias: false, accumulate: false };
-      expect(chooseTcTile(nv, H200_LIMITS, whole)).toBe(TC_TILES.v31);
-      for (const other of [{ M: 4000 }, { N: 4100 }, { K: 4100 }, { alpha: 0.5 }, { hasBias: true }, { accumulate: true }, { gscale: true }, { K: undefined }])
-        expect(chooseTcTile(nv, H200_LIMITS, { ...whole, ...other })).not.toBe(TC_TILES.v31);
-    } finally {
-      tcTuning.exact = saved;
-    }
     const src = tcPrelude(n8, TC_TILES.t128x64, true, false);
     expect(src).toContain('alias Lm = subgroup_matrix_left<f16, 16, 16>;');
     expect(src).toContain('alias Rm = subgroup_matrix_right<f16, 8, 16>;');

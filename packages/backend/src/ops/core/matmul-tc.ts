@@ -56,13 +56,6 @@ export interface TcTile {
   /** Slices held in registers ahead of the staged one (default 1): 2 keeps two register sets, so the global loads
    *  of slice t + 2 are issued while slice t is multiplied and have two steps to arrive. */
   pf?: 1 | 2;
-  /** Stage each slice as panels of the fragment's width (each [rows, PW], one after the other) instead of padded
-   *  rows: no padding, so a 128x256 tile's two buffers of 32-deep slices fit 48 KiB. Needs a square fragment
-   *  (M = N = K). */
-  panel?: boolean;
-  /** Runs only where every tile is whole (M, N, K multiples of BM, BN, BK) and there is no epilogue (alpha 1, no
-   *  bias, no accumulate, no factors): its epilogue scratch is never used, so it takes no workgroup memory. */
-  exact?: boolean;
 }
 
 /** The kernel variants (tiles with their staging) that tests check and the sweep measures; `auto` picks
@@ -109,11 +102,6 @@ export const TC_TILES = {
   // TFLOP/s against v29's 210.6 / 223.0 / 196.1, NN and TN within 1% of v15; the same prefetch on v15, v29 and
   // v18 (k16) was slower everywhere and is not kept (docs/PERFORMANCE.md)
   v30: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, pf: 2 },
-  // panel staging (no padding) for whole tiles without an epilogue: two buffers of 32-deep slices in 48 KiB (v31,
-  // v32 with pf 2), and one buffer of 64-deep slices (v33)
-  v31: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, hoist: true, panel: true, exact: true },
-  v32: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, hoist: true, panel: true, exact: true, pf: 2 },
-  v33: { bm: 128, bn: 256, bk: 64, sgm: 2, sgn: 4, nbuf: 1, hoist: true, panel: true, exact: true },
 } as const satisfies Record<string, TcTile>;
 export type TcTileName = keyof typeof TC_TILES;
 
@@ -121,7 +109,7 @@ export type TcTileName = keyof typeof TC_TILES;
  *  small one runs. Measured on an H200 (2026-11-24, `matmul-tc-bench --sweep`, docs/PERFORMANCE.md): v15 runs
  *  230 / 241 TFLOP/s (NN / TN) on 4096^3 and 214-252 on the LLM shapes, v14 (NT) 193-218; the earlier big tile
  *  t128x256k16 131-148 under the same timing. */
-export const tcTuning: { big: TcTileName; bigAlt: TcTileName; small: TcTileName; exact?: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
+export const tcTuning: { big: TcTileName; bigAlt: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
   big: 'v15',
   /** The big tile where `big` does not fit the layout (v15's 48-deep slices of a [N, K] B exceed 48 KiB): v29,
    *  v15 with half the epilogue scratch. NT on an H100 (2026-11-24, docs/PERFORMANCE.md): 212.6 / 225.0 / 199.6
@@ -176,7 +164,6 @@ export function tcTileProblem(t: TcTile, plan: TensorCorePlan, limits: Record<st
   if (t.cs !== undefined && (!Number.isInteger(t.cs) || t.cs < 1 || (t.sgm * t.sgn) % t.cs)) return `cs ${t.cs} does not divide the ${t.sgm * t.sgn} subgroups`;
   if (t.pf !== undefined && t.pf !== 1 && t.pf !== 2) return `pf ${t.pf} is not 1 or 2`;
   if (t.pf === 2 && t.cm) return 'a two-deep prefetch (pf 2) needs the unit staging, not cm';
-  if (t.panel && (t.cm || SM !== SN || SN !== SK || SK % (t.vw ?? 8))) return `panels need a square fragment (not ${SM}x${SN}x${SK}) and the unit staging`;
   if (t.cm) {
     // the stored slices are copied in SM x SK blocks
     for (const [rows, cols] of [tcSlice(t, 'a', transA).dims, tcSlice(t, 'b', transB).dims])
@@ -219,25 +206,18 @@ export interface TcLaunch extends MatmulLaunch {
 
 /** A tile's identity in kernel names and cache keys, e.g. `128x256x32-2x4-v2-b1-cm`. */
 export function tcTileKey(t: TcTile): string {
-  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.panel ? '-pn' : ''}${t.exact ? '-x' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
+  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
 }
 
 /** The tile `auto` runs for a product: the big one when the product has enough of them, else the small one,
  *  each only if it fits the device (else 128x64, else 64x64). */
-export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number>, l: Pick<TcLaunch, 'M' | 'N' | 'batch' | 'transA' | 'transB'> & Partial<TcLaunch>): TcTile {
-  const ex = tcTuning.exact && TC_TILES[tcTuning.exact];
-  if (ex && tcExactFits(ex, l) && !tcTileProblem(ex, plan, limits, l.transA, l.transB)) return ex;
+export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number>, l: Pick<TcLaunch, 'M' | 'N' | 'batch' | 'transA' | 'transB'>): TcTile {
   const big = TC_TILES[tcTuning.big];
   const tiles = Math.ceil(l.M / big.bm) * Math.ceil(l.N / big.bn) * l.batch;
   const first = tiles >= tcTuning.minBigTiles ? tcTuning.big : tcTuning.small;
   const order: TcTileName[] = first === tcTuning.big ? [first, tcTuning.bigAlt, tcTuning.small, 't128x64', 't64x64'] : [first, 't128x64', 't64x64'];
   for (const n of order) if (!tcTileProblem(TC_TILES[n], plan, limits, l.transA, l.transB)) return TC_TILES[n];
   throw new ShapeError(`matmul: no tensor-core tile fits this device (fragment ${plan.frag.M}x${plan.frag.N}x${plan.frag.K})`);
-}
-
-/** Whether an `exact` tile may run this launch: whole tiles only and no epilogue (see {@link TcTile.exact}). */
-export function tcExactFits(t: TcTile, l: Partial<TcLaunch>): boolean {
-  return l.M !== undefined && l.N !== undefined && l.K !== undefined && l.M % t.bm === 0 && l.N % t.bn === 0 && l.K % t.bk === 0 && l.alpha === 1 && !l.hasBias && !l.accumulate && !l.gscale && tcTuning.direct;
 }
 
 /** WGSL extensions of the tensor-core kernel (`subgroups` for the subgroup_id / subgroup_invocation_id builtins). */
@@ -278,7 +258,7 @@ export const tensorCoresReady = kernelsReady;
 export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: BufferBinding[]): boolean {
   const t = l.tile ?? chooseTcTile(plan, ctx.info.limits, l);
   if (l.tile) {
-    const why = tcTileProblem(t, plan, ctx.info.limits, l.transA, l.transB) ?? (t.exact && !tcExactFits(t, l) ? `an exact tile needs whole tiles (M ${l.M}, N ${l.N}, K ${l.K}) and no epilogue` : null);
+    const why = tcTileProblem(t, plan, ctx.info.limits, l.transA, l.transB);
     if (why) throw new ShapeError(`matmul: tensor-core tile ${JSON.stringify(t)}: ${why}`);
   }
   const flags: TcFlags = {
