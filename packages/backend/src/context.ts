@@ -1,6 +1,6 @@
 import { BufferPool, fmtBytes, type GpuBuffer, type MemoryStats } from './buffer-pool';
 import { BufferWatches } from './buffer-watch';
-import { DeviceError, OutOfMemoryError, RustyError, ShaderError } from './errors';
+import { ConfigError, DeviceError, OutOfMemoryError, RustyError, ShaderError } from './errors';
 import type { SpeedToggles } from './gpu-provider';
 import { codeHash, kernelBaseKey, kernelSource, type KernelDef, type ParamSpec } from './kernel';
 import { waitGpu } from './gpu-wait';
@@ -116,6 +116,8 @@ export class Context {
   private ringView = new DataView(this.ringCpu);
   private ringUsed = 0;
   private maxPerSubmit: number;
+  private readonly ownMaxPerSubmit: number;
+  private submitCaps: number[] = [];
   private maxBind: number;
   private error: RustyError | null = null;
   private destroyed = false;
@@ -128,7 +130,7 @@ export class Context {
     opts: ContextOptions,
   ) {
     this.info = info;
-    this.maxPerSubmit = opts.maxDispatchesPerSubmit ?? 4096;
+    this.maxPerSubmit = this.ownMaxPerSubmit = opts.maxDispatchesPerSubmit ?? 4096;
     const devMax = info.limits.maxStorageBufferBindingSize ?? 134217728;
     const cap = opts.maxBindingSize !== undefined ? Math.min(devMax, opts.maxBindingSize) : devMax;
     if (!(cap >= 4)) throw new DeviceError(`maxBindingSize ${opts.maxBindingSize} must be at least 4 bytes`);
@@ -379,6 +381,31 @@ export class Context {
     if (this.profiler.enabled) pass.end();
     this.stats.dispatches++;
     if (++this.pendingDispatches >= this.maxPerSubmit) this.flush();
+  }
+
+  /**
+   * Submit on its own after at most `n` dispatches until the returned function is called (the smallest of the caps
+   * held at a time applies, then `ContextOptions.maxDispatchesPerSubmit` again). Small caps let the GPU start on a
+   * long run of work while the host is still encoding it, which pays where a read-back ends each run (a decoding
+   * step).
+   */
+  capDispatchesPerSubmit(n: number): () => void {
+    if (!Number.isInteger(n) || n < 1) throw new ConfigError(`a cap of dispatches per submit must be a positive integer, got ${n}`);
+    this.submitCaps.push(n);
+    this.maxPerSubmit = Math.min(this.ownMaxPerSubmit, ...this.submitCaps);
+    if (this.pendingDispatches >= this.maxPerSubmit) this.flush();
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      this.submitCaps.splice(this.submitCaps.indexOf(n), 1);
+      this.maxPerSubmit = Math.min(this.ownMaxPerSubmit, ...this.submitCaps);
+    };
+  }
+
+  /** Dispatches after which the context submits on its own now (see {@link capDispatchesPerSubmit}). */
+  get dispatchesPerSubmit(): number {
+    return this.maxPerSubmit;
   }
 
   /** Submit everything encoded so far. */

@@ -94,4 +94,29 @@ describe('generate', () => {
     await expect(model.generate([256], o)).rejects.toThrow(/outside the vocabulary/);
     model.dispose();
   });
+
+  it('submits a step in pieces (submitEvery), with the same tokens, and gives the context its own setting back', async () => {
+    const model = randomModel(ctx, fixtureConfig('llama-tiny'));
+    const prompt = [3, 14, 15, 92];
+    const o = { maxNewTokens: 6, temperature: 0, stopTokens: [] };
+    const submits = async (every: number) => {
+      const s0 = ctx.stats.submits;
+      const ids = await model.generate(prompt, { ...o, submitEvery: every });
+      return { ids, submits: ctx.stats.submits - s0 };
+    };
+    const whole = await submits(1 << 20);
+    const pieces = await submits(4);
+    expect(pieces.ids).toEqual(whole.ids);
+    expect(whole.submits).toBe(6); // one per step: the read-back of its logits
+    expect(pieces.submits).toBeGreaterThan(6 * 4); // every step has more than 16 dispatches
+    // the context's own limit (4096 by default) is back, also after generators that ran at once
+    expect(ctx.dispatchesPerSubmit).toBe(4096);
+    const [a, b] = await Promise.all([model.generate(prompt, { ...o, submitEvery: 5 }), model.generate(prompt, { ...o, submitEvery: 7 })]);
+    expect([a, b]).toEqual([whole.ids, whole.ids]);
+    expect(ctx.dispatchesPerSubmit).toBe(4096);
+    await expect(model.generate(prompt, { ...o, submitEvery: 0 })).rejects.toThrow(/submitEvery must be a positive integer/);
+    expect(() => ctx.capDispatchesPerSubmit(1.5)).toThrow(/positive integer/);
+    expect(ctx.dispatchesPerSubmit).toBe(4096);
+    model.dispose();
+  });
 });

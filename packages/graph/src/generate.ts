@@ -16,7 +16,13 @@ export interface GenerateOptions {
   seed?: number;
   /** Stop after generating one of these ids (default: the config's eos ids). */
   stopTokens?: number[];
+  /** Submit a step's GPU work every this many dispatches (default {@link GENERATE_SUBMIT_EVERY}), so that the GPU
+   *  runs the first layers while the host still encodes the rest (`Context.capDispatchesPerSubmit`, released after). */
+  submitEvery?: number;
 }
+
+/** Dispatches per submit while generating (see {@link GenerateOptions.submitEvery}). */
+export const GENERATE_SUBMIT_EVERY = 64;
 
 /** Pick the next token from one row of logits. */
 export function sampleToken(logits: ArrayLike<number>, o: GenerateOptions, rand: () => number): number {
@@ -67,8 +73,11 @@ export async function* generateStream(model: CausalLM, prompt: readonly number[]
   for (const id of prompt) if (!Number.isInteger(id) || id < 0 || id >= v) throw new ShapeError(`generate: token id ${id} is outside the vocabulary (0..${v - 1})`);
   const stop = new Set(o.stopTokens ?? model.config.eosTokenId);
   const rand = mulberry32(o.seed ?? 0);
+  const every = o.submitEvery ?? GENERATE_SUBMIT_EVERY;
+  if (!Number.isInteger(every) || every < 1) throw new ConfigError(`submitEvery must be a positive integer, got ${every}`);
   const cache = new KVCache(ctx, model.config, 1, prompt.length + maxNew);
   const wasTraining = model.training;
+  const uncap = ctx.capDispatchesPerSubmit(every);
   model.eval();
   try {
     let ids = [...prompt];
@@ -92,6 +101,7 @@ export async function* generateStream(model: CausalLM, prompt: readonly number[]
   } finally {
     cache.dispose();
     model.train(wasTraining);
+    uncap();
   }
 }
 
