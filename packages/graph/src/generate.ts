@@ -77,8 +77,8 @@ export async function* generateStream(model: CausalLM, prompt: readonly number[]
   if (!Number.isInteger(every) || every < 1) throw new ConfigError(`submitEvery must be a positive integer, got ${every}`);
   const cache = new KVCache(ctx, model.config, 1, prompt.length + maxNew);
   const wasTraining = model.training;
-  const uncap = ctx.capDispatchesPerSubmit(every);
   model.eval();
+  const uncap = ctx.capDispatchesPerSubmit(every);
   try {
     let ids = [...prompt];
     for (let step = 0; step < maxNew; step++) {
