@@ -53,7 +53,8 @@ export function gemvClass(M: number): GemvClass {
  *  results wrong): leave a stage out to time the rest (`no-x`: X read as ones; `no-deq`: words bit-cast instead
  *  of decoded; `no-scale`: block scales of 1, not read; `w-only`: all three); `decode`: how int4 / int8 codes
  *  become floats (`'mask'`, the default: one AND-OR per element and an fma, no per-element shift; `'shift'`: a
- *  shift, an AND-OR and a subtraction per element; both exact, see `shaders/dequant-gemv-sg.wgsl`). Chosen from the H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md): `many` and
+ *  shift, an AND-OR and a subtraction per element; both exact, see `shaders/dequant-gemv-sg.wgsl`). Chosen from
+ *  the H100 sweeps of 2026-11-24 (docs/PERFORMANCE.md): `many` and
  *  float `one` / `many` from the first two (the fastest of either run per shape, since the GPU's clock only ever made
  *  a timing slower); `one`, `few` and float `few` (chunks of 2, 1 and 2 words) from the sixth session's, where they
  *  ranked first in both calls. `oneSmall`: the layout of one row of X and a quantized weight of fewer than
