@@ -99,7 +99,7 @@ export const TC_TILES = {
   // v15 with 4 scratch tiles instead of 8 (two epilogue rounds): its 48-deep slices then fit an [N, K] B as well
   v29: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, cs: 4 },
   // v14 with a two-deep register prefetch (`pf` 2). H100, 2026-11-24 (seventh session): NT 216.9 / 229.2 / 193.3
-  // TFLOP/s against v29's 210.6 / 223.0 / 196.1, NN and TN within 1% of v15; the same prefetch on v15, v29 and
+  // TFLOP/s against v29's 210.6 / 223.0 / 196.1, NN as v15's, TN 1-2% above; the same prefetch on v15, v29 and
   // v18 (k16) was slower everywhere and is not kept (docs/PERFORMANCE.md)
   v30: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, pf: 2 },
 } as const satisfies Record<string, TcTile>;
