@@ -1,6 +1,7 @@
 import type { Context } from '@rusty/backend';
 import { attention, reshape, rope, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
+import { fusedProjections } from './fused-projections';
 import type { KVCache } from './kv-cache';
 import { Linear, RMSNorm, type InitOptions } from './layers';
 import { Module } from './module';
@@ -86,13 +87,16 @@ export class Attention extends Module {
     const offset = cache ? cache.kv.length : 0;
     // under f16 autocast: one f16 copy of x for the three projections (what their backward keeps)
     const xc = toCompute(x);
-    let q = reshape(proj(this, 'q_proj').forward(xc), [b, t, nq, d]);
-    let k = reshape(proj(this, 'k_proj').forward(xc), [b, t, nkv, d]);
+    // decoding: q, k and v in one GEMV dispatch where they allow it
+    const names = ['q_proj', 'k_proj', 'v_proj'] as const;
+    const [qy, ky, vy] = fusedProjections(names.map((n) => proj(this, n)), xc) ?? [null, null, null];
+    let q = reshape(qy ?? proj(this, 'q_proj').forward(xc), [b, t, nq, d]);
+    let k = reshape(ky ?? proj(this, 'k_proj').forward(xc), [b, t, nkv, d]);
     if (this.qNorm) q = this.qNorm.forward(q);
     if (this.kNorm) k = this.kNorm.forward(k);
     q = rope(q, invFreq, { positionOffset: offset });
     k = rope(k, invFreq, { positionOffset: offset });
-    const v = reshape(proj(this, 'v_proj').forward(xc), [b, t, nkv, d]);
+    const v = reshape(vy ?? proj(this, 'v_proj').forward(xc), [b, t, nkv, d]);
     const o = cache ? cache.kv.attend(cache.layer, q, k, v, this.kernel) : attention(q, k, v, { causal: true, ...this.kernel });
     return proj(this, 'o_proj').forward(reshape(o, [b, t, nq * d]));
   }

@@ -24,5 +24,6 @@ export { CausalLM, LlamaForCausalLM, shiftLabels, type ModelOptions, type Causal
 export { checkpointSegments, layerSavedRatio } from './checkpoint-segments';
 export { KVCache } from './kv-cache';
 export { generate, generateStream, sampleToken, type GenerateOptions } from './generate';
+export { fusedProjections, fusionSettings } from './fused-projections';
 export { applyLora, mergeLora, unmergeLora, loraModules, LoraLinear, type LoraConfig } from './lora';
 export { QuantLinear, quantizeLinears, dequantizeLinears, quantizedLinears, packQuantized, type QuantizeLinearsOptions } from './quant-linear';

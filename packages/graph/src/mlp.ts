@@ -2,6 +2,7 @@ import type { Context } from '@rusty/backend';
 import { geluTanhGate, swiglu, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
 import { compute, proj } from './attention';
+import { fusedProjections } from './fused-projections';
 import { Linear, type InitOptions } from './layers';
 import { Module } from './module';
 
@@ -29,8 +30,8 @@ export class GatedMLP extends Module {
     return tidy(() => {
       const xc = toCompute(x); // one f16 copy for gate and up under f16 autocast
       const [gp, up, down] = (['gate_proj', 'up_proj', 'down_proj'] as const).map((n) => proj(this, n));
-      const g = gp!.forward(xc);
-      const u = up!.forward(xc);
+      // decoding: gate and up in one GEMV dispatch where they allow it
+      const [g, u] = fusedProjections([gp!, up!], xc) ?? [gp!.forward(xc), up!.forward(xc)];
       // under f16 autocast the activation is written in f16 (down_proj rounds its input to f16: no f32 copy and
       // cast), and so are the gradients of gate and up where both projections round them so (saves
       // 2 x [tokens, intermediate] f32 in backward); either way the projections read the same values, bit for bit

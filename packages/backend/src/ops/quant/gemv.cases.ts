@@ -12,6 +12,7 @@ import { gemv16, gemvTuning, gemvTuningCopy, setGemvTuning, type GemvClass, type
 import { quantLinear } from './qmatmul';
 import { dequantizeRef } from './quant.ref';
 import { quantize, releaseQuant } from './quantize';
+import { gemvParts } from './gemv-parts';
 import { name, readQuant, weights } from './quant.test-util';
 
 export interface GemvCase {
@@ -23,6 +24,8 @@ export interface GemvCase {
   x?: DType;
   bias?: boolean;
   tune?: GemvTune;
+  /** Run `gemvParts` over weights of these out_features (N is ignored), each against its own reference. */
+  parts?: number[];
 }
 
 /** A change of {@link gemvTuning} for one case: `few` applies to the classes `one` and `few` (every M below
@@ -53,7 +56,8 @@ export const GEMV_TOL = 2e-6;
 
 export function gemvCaseName(c: GemvCase): string {
   const w = typeof c.w === 'string' ? c.w : name(c.w);
-  return `${w} [${c.M}, ${c.K}] x [${c.N}, ${c.K}]^T x ${c.x ?? 'f32'}${c.bias ? ' bias' : ''}${c.tune ? ' ' + JSON.stringify(c.tune) : ''}`;
+  const n = c.parts ? c.parts.join('+') : `${c.N}`;
+  return `${c.parts ? 'parts ' : ''}${w} [${c.M}, ${c.K}] x [${n}, ${c.K}]^T x ${c.x ?? 'f32'}${c.bias ? ' bias' : ''}${c.tune ? ' ' + JSON.stringify(c.tune) : ''}`;
 }
 
 /** x W^T (+ b) in float64, W [N, K]. */
@@ -68,9 +72,11 @@ export function refLinear(x: ArrayLike<number>, w: ArrayLike<number>, b: ArrayLi
   return y;
 }
 
-/** Run one GEMV (quantLinear's gemv variant, or gemv16) and return its relative error against float64. */
+/** Run one GEMV (quantLinear's gemv variant, or gemv16; with `parts`, gemvParts) and return its relative error
+ *  against float64 (the largest of the parts'). */
 export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
   const { M, N, K } = c;
+  if (c.parts) return withGemvTune(c.tune, () => runParts(ctx, c, c.parts!));
   return withGemvTune(c.tune, async () => {
     const xt = upload(ctx, randn(M * K, M + K + 5), [M, K], c.x ?? 'f32');
     const x = Float64Array.from(await download(ctx, xt));
@@ -96,6 +102,38 @@ export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
     release(ctx, xt, out, ...(bias ? [bias] : []));
     return err;
   });
+}
+
+/** gemvParts over weights of out_features `Ns`: each result (a sub-buffer of one poisoned buffer) against float64. */
+async function runParts(ctx: Context, c: GemvCase, Ns: number[]): Promise<number> {
+  const { M, K } = c;
+  const xt = upload(ctx, randn(M * K, M + K + 5), [M, K], c.x ?? 'f32');
+  const x = Float64Array.from(await download(ctx, xt));
+  const made = Ns.map((N, j) => {
+    const wt = upload(ctx, typeof c.w === 'string' ? randn(N * K, N + j, 0.1) : weights(N, K, N + K + j), [N, K], typeof c.w === 'string' ? c.w : 'f32');
+    const bias = c.bias ? upload(ctx, randn(N, 3 + j), [N], j % 2 ? 'f32' : 'f16') : undefined;
+    return { N, wt, bias, q: typeof c.w === 'string' ? null : quantize(ctx, wt, c.w) };
+  });
+  const parts = made.map((m) => ({ weight: m.q ?? m.wt, bias: m.bias }));
+  // a first run's results poisoned and released: the second run takes the same pool buffer, so an output it
+  // failed to write reads NaN
+  const first = gemvParts(ctx, xt, parts);
+  for (const y of first) poison(ctx, y);
+  release(ctx, ...first);
+  const ys = gemvParts(ctx, xt, parts);
+  if (ys[0]!.buffer.gpu !== first[0]!.buffer.gpu) throw new Error('gemvParts case: the second run got another buffer (the poison would not be read)');
+  let err = 0;
+  for (const [j, m] of made.entries()) {
+    const w = m.q ? dequantizeRef(c.w as QuantSpec, await readQuant(ctx, m.q)) : Float64Array.from(await download(ctx, m.wt));
+    const b = m.bias ? Float64Array.from(await download(ctx, m.bias)) : null;
+    err = Math.max(err, relErr(await download(ctx, ys[j]!), refLinear(x, w, b, M, m.N, K)));
+  }
+  release(ctx, xt, ...ys);
+  for (const m of made) {
+    release(ctx, m.wt, ...(m.bias ? [m.bias] : []));
+    if (m.q) releaseQuant(ctx, m.q);
+  }
+  return err;
 }
 
 const mainLayout = (rows: number, threads: number, prefetch = false, chunkWords?: 1 | 2): GemvSetting => ({ rows, threads, subgroupRows: false, ...(prefetch ? { prefetch } : {}), ...(chunkWords ? { chunkWords } : {}) });
@@ -155,5 +193,13 @@ export function gemvGpuCases(): GemvCase[] {
       const tune = cls === 'many' ? { many: set } : { few: set };
       cases.push({ w: i4, M, N: 263, K: 4096, tune }, { w: 'f16', M: M === 4 ? 3 : M, N: 77, K: 1000, tune });
     }
+  // gemvParts: q/k/v-like and gate/up-like parts of every format, 1, 4 and 16 rows, odd sizes (workgroups across
+  // part boundaries), with and without biases, and the swept one-row layouts
+  for (const w of ws)
+    for (const M of [1, 4, 16]) {
+      cases.push({ w, M, N: 0, K: 1024, parts: [301, 77, 77], bias: M === 4 });
+      cases.push({ w, M, N: 0, K: 1000, parts: [263, 263] });
+    }
+  for (const set of GEMV_SWEEP_LAYOUTS.one) cases.push({ w: i4, M: 1, N: 0, K: 4096, parts: [263, 65, 65], tune: { few: set } });
   return cases;
 }

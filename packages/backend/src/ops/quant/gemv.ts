@@ -140,12 +140,14 @@ export function gemvSource(o: GemvShape): string {
     `fn deq_f2(w: u32) -> vec2f { return ${floatW ? formatOf(o.fmt as string).wgsl.unpack('w') : 'vec2f(0.0)'}; }\n`;
   // block scales: f16 ones through the hardware conversion (exact), f32 ones as stored
   const probe = (p: 'no-x' | 'no-deq' | 'no-scale') => o.probe === p || o.probe === 'w-only';
-  if (!floatW && probe('no-scale')) pre += 'fn scale_at(i: u32) -> f32 { return 1.0; }\n';
+  const P = o.parts ?? 1;
+  if (P > 1) pre += partsPrelude(o, probe('no-scale'));
+  else if (!floatW && probe('no-scale')) pre += 'fn scale_at(i: u32) -> f32 { return 1.0; }\n';
   else if (!floatW) pre += o.f16Scales ? 'fn scale_at(i: u32) -> f32 { return unpack2x16float(s[i >> 1u])[i & 1u]; }\n' : 'fn scale_at(i: u32) -> f32 { return read_s(i); }\n';
   // one x element (x4 and x cannot both be used by one entry point)
   if (o.xVec) pre += '@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\nfn xe(i: u32) -> f32 { return x4[i >> 2u][i & 3u]; }\n';
   else pre += 'fn xe(i: u32) -> f32 { return read_x(i); }\n';
-  if (CW > 1) pre += `@group(0) @binding(2) var<storage, read> q${CW}: array<vec${CW}u>;\n`;
+  if (CW > 1 && P === 1) pre += `@group(0) @binding(2) var<storage, read> q${CW}: array<vec${CW}u>;\n`;
   // the chunk's element groups: [first element, size, WGSL of the unscaled values of row r]
   const groups: Group[] = [];
   const word = (r: number, j: number) => (CW > 1 ? `w_${r}[${j}]` : `w_${r}`);
@@ -177,7 +179,8 @@ export function gemvSource(o: GemvShape): string {
   const hasScale = !floatW;
   const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
   pre += `const SG: u32 = ${o.sgRows ?? 1}u;\n`; // main_rows: the subgroup size
-  return pre + gemvWgsl.replace(/^\s*\/\/@walk$/gm, WALK).replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
+  const body = P > 1 ? gemvWgsl.replace('y[(o % MR) * p.N + n]', 'y[yi(o % MR, n)]').replace('read_bias(n)', 'bias_at(n)') : gemvWgsl;
+  return pre + body.replace(/^\s*\/\/@walk$/gm, WALK).replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
 }
 
 /** The //@walk line of both entry points: a thread's walk over its chunks c0, c0 + cstep, ... of the R rows, each
@@ -201,13 +204,59 @@ const WALK = `  //@pre
 type Group = [number, number, (r: number) => string];
 type XLoad = (m: number | string, e0: number, g: number) => string;
 
+/** Element (m, n) of y: row-major [M, N], or with parts, part j's block [M, N_j] at its offset (`yi`). */
+const yAt = (o: GemvShape, m: string, n: string) => ((o.parts ?? 1) > 1 ? `y[yi(${m}, ${n})]` : `y[${m} * p.N + ${n}]`);
+const biasAt = (o: GemvShape, n: string) => ((o.parts ?? 1) > 1 ? `bias_at(${n})` : `read_bias(${n})`);
+
+/**
+ * WGSL of a GEMV over several weights at once (`GemvShape.parts`, {@link gemvParts}): part j's rows are rows
+ * [P_j, P_j+1) of one virtual W (P_0 = 0, params P1, P2; the last part ends at N), held in its own bindings (see
+ * {@link partBindings}). `qw(row, c)` is chunk c of a virtual row, `sc(row, blk)` its block scale, `bias_at(n)` its
+ * bias (0 without), `yi(m, n)` the index in y of output (m, n): part j's block [M, N_j] starts at element yo_j
+ * (params yo1, yo2; block 0 at 0).
+ */
+function partsPrelude(o: GemvShape, noScale: boolean): string {
+  const P = o.parts!;
+  const floatW = typeof o.fmt === 'string';
+  const b = partBindings(P, !floatW, o.hasBias);
+  const js = [...Array(P).keys()];
+  const start = (j: number) => (j === 0 ? '0u' : `p.P${j}`);
+  // part j of a virtual row: the first part whose end is past it (the last part takes the rest)
+  const pick = (f: (j: number) => string) =>
+    js.map((j) => (j < P - 1 ? `if (row < p.P${j + 1}) { return ${f(j)}; }` : `return ${f(j)};`)).join(' ');
+  const vt = o.CW > 1 ? `vec${o.CW}u` : 'u32';
+  let s = '';
+  if (o.CW > 1) for (const j of js) s += `@group(0) @binding(${b.q[j]}) var<storage, read> q${o.CW}_${j}: array<${vt}>;\n`;
+  const qv = (j: number) => (o.CW > 1 ? `q${o.CW}_${j}` : `q${j}`);
+  s += `fn qw(row: u32, c: u32) -> ${vt} { ${pick((j) => `${qv(j)}[(row - ${start(j)}) * p.nc + c]`)} }\n`;
+  if (!floatW) {
+    const i = (j: number) => `(row - ${start(j)}) * p.nb + blk`;
+    const sj = (j: number) => (o.f16Scales ? `unpack2x16float(s${j}[(${i(j)}) >> 1u])[(${i(j)}) & 1u]` : `read_s${j}(${i(j)})`);
+    s += noScale ? 'fn sc(row: u32, blk: u32) -> f32 { return 1.0; }\n' : `fn sc(row: u32, blk: u32) -> f32 { ${pick(sj)} }\n`;
+  }
+  s += o.hasBias ? `fn bias_at(row: u32) -> f32 { ${pick((j) => `read_b${j}(row - ${start(j)})`)} }\n` : 'fn bias_at(row: u32) -> f32 { return 0.0; }\n';
+  const end = (j: number) => (j === P - 1 ? 'p.N' : `p.P${j + 1}`);
+  s += `fn yi(m: u32, row: u32) -> u32 { ${pick((j) => `${j === 0 ? '' : `p.yo${j} + `}m * (${end(j)} - ${start(j)}) + row - ${start(j)}`)} }\n`;
+  return s;
+}
+
+/** Binding numbers of a parts GEMV: x 1, then each part's words (and scales), then the biases, then y. */
+export function partBindings(P: number, quant: boolean, hasBias: boolean): { q: number[]; s: number[]; b: number[]; y: number } {
+  const per = quant ? 2 : 1;
+  const q = [...Array(P).keys()].map((j) => 2 + per * j);
+  const s = quant ? q.map((v) => v + 1) : [];
+  const b = hasBias ? [...Array(P).keys()].map((j) => 2 + per * P + j) : [];
+  return { q, s, b, y: 2 + per * P + b.length };
+}
+
 /** The //@pre and //@load lines: each row's chunk words (and scale); with `prefetch`, those of the thread's first
  *  chunk before the loop, and in the loop those of its next chunk (c + cstep, clamped to the row's last) loaded
  *  while this one is computed. */
-function loadCode(R: number, CW: number, hasScale: boolean, G = 0, prefetch = false): { pre: string; load: string } {
-  const word = (r: number, c: string) => `${CW > 1 ? `q${CW}` : 'q'}[row_${r} * p.nc + ${c}]`;
+function loadCode(R: number, CW: number, hasScale: boolean, G = 0, prefetch = false, parts = false): { pre: string; load: string } {
+  const word = (r: number, c: string) => (parts ? `qw(row_${r}, ${c})` : `${CW > 1 ? `q${CW}` : 'q'}[row_${r} * p.nc + ${c}]`);
   // the block of chunk c: a shift where the block size is a constant power of two (no run-time division)
-  const scale = (r: number, c: string) => `scale_at(row_${r} * p.nb${G ? ` + (${c}) * CE / ${G}u` : ''})`;
+  const blk = (c: string) => (G ? `(${c}) * CE / ${G}u` : '0u');
+  const scale = (r: number, c: string) => (parts ? `sc(row_${r}, ${blk(c)})` : `scale_at(row_${r} * p.nb${G ? ` + ${blk(c)}` : ''})`);
   const rs = [...Array(R).keys()];
   const row = (r: number) => `let row_${r} = min(n0 + ${r}u, p.N - 1u);`;
   if (!prefetch)
@@ -254,10 +303,10 @@ function unrolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolea
   const rowsOut = [
     ...rs.flatMap((r) => ms.map((m) => `let z_${r}_${m} = subgroupAdd(a_${r}_${m});`)),
     'if (subgroupElect()) {',
-    ...rs.map((r) => `  if (n0 + ${r}u < p.N) { ${ms.map((m) => `y[${m}u * p.N + n0 + ${r}u] = z_${r}_${m}${o.hasBias ? ` + read_bias(n0 + ${r}u)` : ''};`).join(' ')} }`),
+    ...rs.map((r) => `  if (n0 + ${r}u < p.N) { ${ms.map((m) => `${yAt(o, `${m}u`, `n0 + ${r}u`)} = z_${r}_${m}${o.hasBias ? ` + ${biasAt(o, `n0 + ${r}u`)}` : ''};`).join(' ')} }`),
     '}',
   ].join('\n  ');
-  return { acc, ...loadCode(R, CW, hasScale, o.G, o.prefetch), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
+  return { acc, ...loadCode(R, CW, hasScale, o.G, o.prefetch, (o.parts ?? 1) > 1), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
 /** The rows of X in loops over an array of accumulators whose bound the compiler cannot see (`p.one`):
@@ -279,8 +328,8 @@ function rolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolean)
   const reduce = `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); if (subgroupElect()) { part[i * NSG + sid] = z; } }`;
   const rowsOut =
     `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); let n = n0 + i / MR; ` +
-    `if (subgroupElect() && n < p.N) { y[(i % MR) * p.N + n] = z${o.hasBias ? ' + read_bias(n)' : ''}; } }`;
-  return { acc: 'var a: array<f32, R * MR>;', ...loadCode(R, CW, hasScale, o.G, o.prefetch), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
+    `if (subgroupElect() && n < p.N) { ${yAt(o, 'i % MR', 'n')} = z${o.hasBias ? ` + ${biasAt(o, 'n')}` : ''}; } }`;
+  return { acc: 'var a: array<f32, R * MR>;', ...loadCode(R, CW, hasScale, o.G, o.prefetch, (o.parts ?? 1) > 1), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
 /** What one generated GEMV kernel is specialised for. */
@@ -314,6 +363,8 @@ export interface GemvShape {
   probe?: 'no-x' | 'no-deq' | 'no-scale' | 'w-only';
   /** How int4 / int8 codes are decoded (see `gemvTuning.decode`; unset: `'shift'`). */
   decode?: 'mask' | 'shift';
+  /** Several weights in one dispatch (2 or 3; unset: one), see {@link gemvParts}. */
+  parts?: number;
 }
 
 /** One GEMV dispatch, planned but not encoded: the kernel, its bindings, workgroups and params (what
@@ -325,9 +376,9 @@ export interface GemvDispatch {
   params: number[];
 }
 
-/** Plan one subgroup GEMV: `y = x w^T (+ bias)` for x [M, K] (M <= 16), w described by `w`. */
-function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): GemvDispatch {
-  const { N, K, wpr, epw } = w;
+/** The layout, kernel shape and grid of a GEMV of N rows of `w` (all parts together) for M rows of x. */
+function shapeFor(ctx: Context, x: DeviceTensor, w: GemvWeight, N: number, M: number, hasBias: boolean, sDtype: DeviceTensor['dtype'], parts?: number): { o: GemvShape; nc: number; nwg: number; sgRows: boolean } {
+  const { K, wpr, epw } = w;
   const floatW = typeof w.fmt === 'string';
   const cls = gemvClass(M);
   const small = !floatW && cls === 'one' && gemvTuning.oneSmall && N * K < gemvTuning.oneSmall.below;
@@ -341,11 +392,26 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
   const xVec = x.dtype === 'f32' && K % 4 === 0;
   const unroll = gemvTuning.unroll ?? (!ctx.info.isSoftware || M * R <= 4);
   const preScale = M * R > 16 || !unroll;
-  const s = w.scales ?? x;
-  const b = bias ?? x;
   const { min: sgMin, max: sgMax } = ctx.info.subgroupSizes;
   const sgRows = set.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias: !!bias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(s.dtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}) };
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(sDtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}), ...(parts ? { parts } : {}) };
+  const nwg = Math.ceil(N / (sgRows ? (R * WG) / sgMax : R));
+  return { o, nc, nwg, sgRows };
+}
+
+/** Workgroups as [x, y, 1] within the 65535 limit per dimension, and x. */
+function grid2(nwg: number): [number, number, number] {
+  const gy = Math.ceil(nwg / 65535);
+  return [Math.ceil(nwg / gy), gy, 1];
+}
+
+/** Plan one subgroup GEMV: `y = x w^T (+ bias)` for x [M, K] (M <= 16), w described by `w`. */
+function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): GemvDispatch {
+  const { N, K } = w;
+  const floatW = typeof w.fmt === 'string';
+  const s = w.scales ?? x;
+  const b = bias ?? x;
+  const { o, nc, nwg, sgRows } = shapeFor(ctx, x, w, N, M, !!bias, s.dtype);
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
   const kernel = cachedKernel(ctx, key, () => ({
     name: floatW ? 'gemv16' : 'dequant-gemv-sg',
@@ -362,10 +428,59 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
     constants: floatW ? undefined : { FMT: w.fmt as number },
     enables: ['subgroups'],
   }));
-  const nwg = Math.ceil(N / (sgRows ? (R * WG) / sgMax : R));
-  const gy = Math.ceil(nwg / 65535);
-  const gx = Math.ceil(nwg / gy);
-  return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer], workgroups: [gx, gy, 1], params: [N, K, w.G, w.nb, nc, gx, 1] };
+  const workgroups = grid2(nwg);
+  return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer], workgroups, params: [N, K, w.G, w.nb, nc, workgroups[0], 1] };
+}
+
+/** The weight side of a parts GEMV, as {@link planParts} takes it (`GemvWeight` of one part, with its bias). */
+export interface GemvPartWeight {
+  N: number;
+  K: number;
+  wpr: number;
+  epw: number;
+  G: number;
+  nb: number;
+  fmt: number | 'f16' | 'bf16';
+  data: DeviceTensor;
+  scales?: DeviceTensor;
+  bias?: DeviceTensor;
+}
+
+/** Plan one GEMV over 2 or 3 weights of one format and row length (see `gemv-parts.ts`): y holds part j's
+ *  [M, N_j] result at element yo[j] (yo[0] = 0). */
+export function planParts(ctx: Context, x: DeviceTensor, ws: readonly GemvPartWeight[], y: DeviceTensor, yo: readonly number[], M: number): GemvDispatch {
+  const P = ws.length;
+  const w0 = ws[0]!;
+  const N = ws.reduce((n, w) => n + w.N, 0);
+  const floatW = typeof w0.fmt === 'string';
+  const hasBias = !!w0.bias;
+  const sDtype = w0.scales?.dtype ?? x.dtype;
+  const { o, nc, nwg, sgRows } = shapeFor(ctx, x, { ...w0, N }, N, M, hasBias, sDtype, P);
+  const bDtypes = hasBias ? ws.map((w) => w.bias!.dtype) : [];
+  const key = `dequant-gemv-sg-parts:${x.dtype}:${w0.data.dtype}:${sDtype}:${bDtypes.join(',')}:${JSON.stringify(o)}`;
+  const js = [...Array(P).keys()];
+  const kernel = cachedKernel(ctx, key, () => ({
+    name: floatW ? 'gemv16-parts' : 'dequant-gemv-sg-parts',
+    code: quantPrelude() + gemvSource(o),
+    entryPoint: sgRows ? 'main_rows' : 'main',
+    bindings: [
+      { name: 'x', access: 'read', dtype: x.dtype },
+      ...js.flatMap((j) => [
+        { name: `q${j}`, access: 'read' as const, dtype: 'u32' as const },
+        ...(floatW ? [] : [{ name: `s${j}`, access: 'read' as const, dtype: sDtype }]),
+      ]),
+      ...bDtypes.map((d, j) => ({ name: `b${j}`, access: 'read' as const, dtype: d })),
+      { name: 'y', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:N', 'u32:K', 'u32:G', 'u32:nb', 'u32:nc', 'u32:gx', 'u32:one', 'u32:P1', 'u32:P2', 'u32:yo1', 'u32:yo2'],
+    constants: floatW ? undefined : { FMT: w0.fmt as number },
+    enables: ['subgroups'],
+  }));
+  const workgroups = grid2(nwg);
+  const P1 = w0.N;
+  const P2 = P > 2 ? P1 + ws[1]!.N : N;
+  const buffers = [x.buffer, ...ws.flatMap((w) => (floatW ? [w.data.buffer] : [w.data.buffer, w.scales!.buffer])), ...(hasBias ? ws.map((w) => w.bias!.buffer) : []), y.buffer];
+  return { kernel, buffers, workgroups, params: [N, w0.K, w0.G, w0.nb, nc, workgroups[0], 1, P1, P2, yo[1] ?? 0, yo[2] ?? 0] };
 }
 
 function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {

@@ -1,0 +1,109 @@
+/**
+ * Several decode-shape GEMVs of one input in one dispatch: `y_j = x W_j^T (+ b_j)` for 2 or 3 weights of one
+ * storage format and row length (a layer's q, k and v projections, or its gate and up projections). The kernel
+ * is the subgroup GEMV of `gemv.ts` over the weights' rows taken as one matrix, each weight in its own bindings:
+ * nothing is copied, one dispatch replaces two or three, and the GPU streams the rows of all of them in one pass
+ * (a longer matrix reads nearer copy speed: docs/PERFORMANCE.md).
+ */
+import type { Context } from '../../context';
+import { ShapeError } from '../../errors';
+import { numel, type DeviceTensor } from '../../tensor';
+import { assertFloat, checkBinding, fmtShape } from '../core/util';
+import { FMT_ID, type QuantTensor } from './formats';
+import { gemvSubgroupsAvailable, GEMV_MAX_ROWS, partBindings, planParts, type GemvPartWeight } from './gemv';
+import { quantScales } from './quantize';
+
+/** One weight of {@link gemvParts}: quantized (`QuantTensor`) or a 16-bit float matrix [N, K] (f16 / bf16, HF
+ *  Linear layout), with an optional bias [N]. */
+export interface GemvPart {
+  weight: QuantTensor | DeviceTensor;
+  bias?: DeviceTensor;
+}
+
+const isQuant = (w: QuantTensor | DeviceTensor): w is QuantTensor => 'spec' in w;
+
+/** `[N, K]` of a part's weight. */
+function dims(w: QuantTensor | DeviceTensor): [number, number] {
+  return isQuant(w) ? [w.layout.N, w.layout.K] : [w.shape[0]!, w.shape[1]!];
+}
+
+/**
+ * Why {@link gemvParts} cannot run `parts` for `x` on this context, or null where it can: it needs subgroups,
+ * 2 or 3 weights of one storage (the same quantized spec, or all f16 / all bf16 with an even row length), one
+ * row length K that x ends in, 1..16 rows of x, biases on all parts or none, and enough storage bindings.
+ */
+export function gemvPartsProblem(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[]): string | null {
+  if (!gemvSubgroupsAvailable(ctx)) return 'the adapter has no subgroups';
+  if (parts.length < 2 || parts.length > 3) return `2 or 3 weights, got ${parts.length}`;
+  const w0 = parts[0]!.weight;
+  const K = dims(w0)[1];
+  if (x.shape[x.shape.length - 1] !== K) return `input ${fmtShape(x.shape)} does not end in in_features ${K}`;
+  const M = numel(x.shape) / K;
+  if (!(M >= 1 && M <= GEMV_MAX_ROWS)) return `1..${GEMV_MAX_ROWS} rows of input, got ${M}`;
+  for (const { weight: w } of parts) {
+    if (isQuant(w) !== isQuant(w0)) return 'quantized and float weights mixed';
+    if (dims(w)[1] !== K) return 'weights of different in_features';
+    if (isQuant(w)) {
+      const a = w.spec;
+      const b = (w0 as QuantTensor).spec;
+      if (a.format !== b.format || a.groupSize !== b.groupSize || a.doubleQuant !== b.doubleQuant) return 'weights of different quantizations';
+    } else {
+      if (w.shape.length !== 2) return `weight ${fmtShape(w.shape)} is not 2-D`;
+      if (w.dtype !== 'f16' && w.dtype !== 'bf16') return `weight dtype ${w.dtype} (the GEMV reads f16 or bf16)`;
+      if (w.dtype !== (w0 as DeviceTensor).dtype) return 'weights of different dtypes';
+      if (K % 2) return `odd in_features ${K}`;
+    }
+  }
+  const hasBias = !!parts[0]!.bias;
+  if (parts.some((p) => !!p.bias !== hasBias)) return 'biases on some weights only';
+  const need = partBindings(parts.length, isQuant(w0), hasBias).y;
+  const max = ctx.info.limits.maxStorageBuffersPerShaderStage ?? 8;
+  if (need > max) return `${need} storage buffers per stage, the device allows ${max}`;
+  return null;
+}
+
+/**
+ * `y_j = x W_j^T (+ b_j)` for each part j, in one dispatch: x [..., K] (1..16 rows, any float dtype). Returns
+ * one f32 tensor [..., N_j] per part, each a sub-buffer of one buffer (release each as usual). The same
+ * arithmetic as `quantLinear` / `gemv16` of each weight alone, up to f32 rounding (the kernel layout is picked
+ * for the rows of all parts together). Throws a ShapeError where {@link gemvPartsProblem} names a problem.
+ */
+export function gemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[]): DeviceTensor[] {
+  assertFloat(x, 'gemvParts', 'x');
+  const problem = gemvPartsProblem(ctx, x, parts);
+  if (problem) throw new ShapeError(`gemvParts: ${problem}`);
+  checkBinding(ctx, x, 'gemvParts', 'x');
+  const K = x.shape[x.shape.length - 1]!;
+  const M = numel(x.shape) / K;
+  const owned: DeviceTensor[] = [];
+  const ws: GemvPartWeight[] = parts.map(({ weight: w, bias }) => {
+    if (bias && numel(bias.shape) !== dims(w)[0]) throw new ShapeError(`gemvParts: bias ${fmtShape(bias.shape)} does not match out_features ${dims(w)[0]}`);
+    if (bias) assertFloat(bias, 'gemvParts', 'bias');
+    if (!isQuant(w)) {
+      checkBinding(ctx, w, 'gemvParts', 'weight');
+      const [N] = dims(w);
+      return { N, K, wpr: K / 2, epw: 2, G: 1, nb: 1, fmt: w.dtype as 'f16' | 'bf16', data: w, bias };
+    }
+    const { scales, owned: own } = quantScales(ctx, w);
+    if (own) owned.push(scales);
+    const l = w.layout;
+    return { N: l.N, K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID[w.spec.format], data: w.data, scales, bias };
+  });
+  // part j's block starts at a binding-aligned byte offset, so that each result can be a sub-buffer
+  const align = ctx.bindingAlignment / 4;
+  const yo: number[] = [];
+  let end = 0;
+  for (const w of ws) {
+    const at = Math.ceil(end / align) * align;
+    yo.push(at);
+    end = at + M * w.N;
+  }
+  const arena = ctx.alloc(4 * end);
+  const d = planParts(ctx, x, ws, { buffer: arena, dtype: 'f32', shape: [end] }, yo, M);
+  ctx.dispatch(d.kernel, d.buffers, d.workgroups, d.params);
+  const lead = x.shape.slice(0, -1);
+  const out = ws.map((w, j): DeviceTensor => ({ buffer: ctx.subBuffer(arena, 4 * yo[j]!, 4 * M * w.N), dtype: 'f32', shape: [...lead, w.N] }));
+  ctx.release(arena);
+  for (const s of owned) ctx.release(s.buffer);
+  return out;
+}

@@ -1,0 +1,85 @@
+// Decoding with q/k/v and gate/up fused into one GEMV dispatch each (fusedProjections): the same logits as one
+// projection at a time, up to f32 rounding, on quantized and 16-bit models of every architecture; and where it
+// does not apply (gradients recorded, LoRA adapters, f32 weights, more than 16 rows) nothing is fused.
+import { cast, createContext, gemvSubgroupsAvailable, quantSpec, type Context } from '@rusty/backend';
+import { noGrad, Tensor } from '@rusty/autograd';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CausalLM } from './causal-lm';
+import { fusionSettings } from './fused-projections';
+import { applyLora } from './lora';
+import { quantizeLinears } from './quant-linear';
+import { ARCH_FIXTURES, fixtureConfig, randomModel } from './test-models';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+/** Logits of `ids` (one sequence) and how many dispatches were fused GEMVs, with fusion on or off. */
+async function run(m: CausalLM, ids: number[], on: boolean, grad = false): Promise<{ logits: Float32Array; parts: number }> {
+  const saved = fusionSettings.projections;
+  fusionSettings.projections = on;
+  let parts = 0;
+  const orig = ctx.dispatch.bind(ctx);
+  ctx.dispatch = ((k, ...rest) => {
+    if (k.name.endsWith('-parts')) parts++;
+    return orig(k, ...rest);
+  }) as typeof ctx.dispatch;
+  try {
+    const input = Tensor.fromArray(ctx, ids, [1, ids.length], { dtype: 'i32' });
+    const y = grad ? m.forward(input) : noGrad(() => m.forward(input));
+    const logits = (await y.toArray()) as Float32Array;
+    y.dispose();
+    input.dispose();
+    return { logits, parts };
+  } finally {
+    ctx.dispatch = orig;
+    fusionSettings.projections = saved;
+  }
+}
+
+function maxRel(a: Float32Array, b: Float32Array): number {
+  let e = 0;
+  let s = 0;
+  for (let i = 0; i < a.length; i++) {
+    e = Math.max(e, Math.abs(a[i]! - b[i]!));
+    s = Math.max(s, Math.abs(b[i]!));
+  }
+  return e / s;
+}
+
+/** Cast every projection weight of a model to a 16-bit dtype. */
+function castProjections(m: CausalLM, dtype: 'f16' | 'bf16'): void {
+  for (const [name, p] of m.namedParameters()) if (/_proj\.weight$/.test(name)) p.assign(cast(ctx, p.data, dtype));
+}
+
+const ids = [3, 14, 15, 92, 65, 35];
+
+describe('fused decode projections', () => {
+  for (const dir of ARCH_FIXTURES)
+    for (const kind of ['int4', 'nf4', 'bf16'] as const)
+      it.runIf(() => gemvSubgroupsAvailable(ctx))(`${dir}, ${kind}: one dispatch for q/k/v and one for gate/up per layer, the same logits`, async () => {
+        const m = randomModel(ctx, fixtureConfig(dir));
+        if (kind === 'bf16') castProjections(m, 'bf16');
+        else quantizeLinears(m, kind === 'int4' ? quantSpec('int4', 32) : quantSpec('nf4', 64, true));
+        const off = await run(m, ids, false);
+        const on = await run(m, ids, true);
+        expect(off.parts).toBe(0);
+        expect(on.parts).toBe(2 * m.config.numHiddenLayers);
+        expect(maxRel(on.logits, off.logits)).toBeLessThan(1e-5);
+        m.dispose();
+      });
+
+  it.runIf(() => gemvSubgroupsAvailable(ctx))('nothing is fused with gradients recorded, with LoRA adapters, for f32 weights or more than 16 rows', async () => {
+    const m = randomModel(ctx, fixtureConfig('llama-tiny'));
+    expect((await run(m, ids, true)).parts).toBe(0); // f32 weights
+    castProjections(m, 'f16');
+    expect((await run(m, ids, true)).parts).toBe(4);
+    expect((await run(m, ids, true, true)).parts).toBe(0); // gradients
+    expect((await run(m, Array.from({ length: 17 }, (_, i) => i + 1), true)).parts).toBe(0); // 17 rows
+    applyLora(m, { r: 4, alpha: 8, targetModules: ['q_proj', 'up_proj'], seed: 1 });
+    expect((await run(m, ids, true)).parts).toBe(0); // q_proj and up_proj wrapped: neither group fuses
+    m.dispose();
+  });
+});
