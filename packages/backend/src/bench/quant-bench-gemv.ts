@@ -9,8 +9,8 @@ import { ioBindings } from '../kernel';
 import { cachedKernel } from '../kernel-cache';
 import { matmul } from '../ops/core/matmul';
 import { copy } from '../ops/core/transpose';
-import { quantBytes, quantLayout, quantSpec, type QuantSpec, type QuantTensor } from '../ops/quant/formats';
-import { gemv16Dispatch, gemvTuning, gemvTuningCopy, quantGemvDispatch, type GemvClass, type GemvDispatch } from '../ops/quant/gemv';
+import { FMT_ID, quantBytes, quantLayout, quantSpec, type QuantSpec, type QuantTensor } from '../ops/quant/formats';
+import { gemv16Dispatch, gemvTuning, gemvTuningCopy, planParts, quantGemvDispatch, type GemvClass, type GemvDispatch, type GemvPartWeight } from '../ops/quant/gemv';
 import { GEMV_SWEEP_LAYOUTS, gemvLayoutName } from '../ops/quant/gemv.cases';
 import { quantLinear } from '../ops/quant/qmatmul';
 import { dequantize, quantize, quantScales, releaseQuant } from '../ops/quant/quantize';
@@ -377,4 +377,71 @@ export async function readFloorBench(ctx: Context, out: Record<string, unknown>)
   }
   release(ctx, y);
   out.readFloor = { copyGBps, rows };
+}
+
+/**
+ * The parts section (`--parts`): a 7B layer's q/k/v and gate/up GEMVs at one row of x, one dispatch per weight
+ * against one `gemvParts` dispatch for the group (`planParts`), int4/64 and f16, weights rotated over copies;
+ * us per group and the parts dispatch's fraction of copy.
+ */
+export async function partsBench(ctx: Context, out: Record<string, unknown>): Promise<void> {
+  const copyGBps = (out.copy as { GBps: number } | undefined)?.GBps ?? (await measureCopy(ctx)).GBps;
+  const groups: [string, number[], number][] = quick
+    ? [['small qkv', [256, 64, 64], 512]]
+    : [['Mistral qkv', [4096, 1024, 1024], 4096], ['Mistral gate+up', [14336, 14336], 4096], ['Llama qkv', [4096, 4096, 4096], 4096], ['Llama gate+up', [11008, 11008], 4096]];
+  const int4 = quantSpec('int4', 64);
+  const rows: Record<string, unknown>[] = [];
+  for (const [name, Ns, K] of groups) {
+    for (const kind of ['int4', 'f16'] as const) {
+      const total = Ns.reduce((a, b) => a + b, 0);
+      const bytes = kind === 'int4' ? quantBytes(int4, total, K) : 2 * total * K;
+      const copies = copiesFor(bytes);
+      // per copy, each part's weight (and its scales)
+      const made = Array.from({ length: copies }, (_, c) =>
+        Ns.map((N, j) => {
+          const w16 = upload(ctx, randomData(N * K, 7 + j + c, 0.02), [N, K], 'f16');
+          if (kind === 'f16') return { w: { N, K, wpr: K / 2, epw: 2, G: 1, nb: 1, fmt: 'f16' as const, data: w16 }, free: () => release(ctx, w16) };
+          const q = quantize(ctx, w16, int4);
+          release(ctx, w16);
+          const sc = quantScales(ctx, q);
+          const l = q.layout;
+          return { w: { N, K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID.int4, data: q.data, scales: sc.scales }, q, free: () => releaseQuant(ctx, q) };
+        }),
+      );
+      const x = upload(ctx, randomData(K, 9), [1, K]);
+      const ys = Ns.map((N) => empty(ctx, [1, N]));
+      const yAll = empty(ctx, [Ns.length * (ctx.bindingAlignment / 4) + total]);
+      const yo: number[] = [];
+      let end = 0;
+      for (const N of Ns) {
+        const at = Math.ceil(end / (ctx.bindingAlignment / 4)) * (ctx.bindingAlignment / 4);
+        yo.push(at);
+        end = at + N;
+      }
+      const one = (w: GemvPartWeight, y: DeviceTensor): GemvDispatch =>
+        kind === 'f16' ? gemv16Dispatch(ctx, x, w.data, y) : quantGemvDispatch(ctx, x, (made.flat().find((m) => m.w === w) as { q: QuantTensor }).q, w.scales!, y);
+      const sep = made.flatMap((ws) => ws.map((m, j) => one(m.w, ys[j]!)));
+      const par = made.map((ws) => planParts(ctx, x, ws.map((m) => m.w), yAll, yo, 1));
+      const separateUs: number[] = [];
+      const partsUs: number[] = [];
+      const partsOfCopy: number[] = [];
+      // three times, alternating, the first thrown away (the first timing of fresh weights can read slow)
+      await spinUp(ctx, settleMs);
+      for (let rep = 0; rep < 3; rep++) {
+        const tS = (await streamTime(ctx, sep, Math.max(2, Math.ceil(150 / sep.length)))).t * Ns.length;
+        const tP = (await streamTime(ctx, par, Math.max(2, Math.ceil(150 / par.length)))).t;
+        if (rep === 0) continue;
+        separateUs.push(+(tS * 1e6).toFixed(2));
+        partsUs.push(+(tP * 1e6).toFixed(2));
+        partsOfCopy.push(+((bytes + 4 * K) / tP / 1e9 / copyGBps).toFixed(3));
+      }
+      const row = { group: name, Ns, K, kind, bytes, separateUs, partsUs, partsOfCopy };
+      log(`parts ${JSON.stringify(row)}`);
+      rows.push(row);
+      for (const ws of made) for (const m of ws) m.free();
+      release(ctx, x, yAll, ...ys);
+      ctx.trimPool();
+    }
+  }
+  out.parts = { copyGBps, layouts: { one: gemvTuning.one, float: gemvTuning.float.one }, rows };
 }

@@ -22,12 +22,14 @@
  * - `read-floor` (`--read-floor`): the fastest kernel that only reads the bytes of each decode shape's int4 GEMV,
  *   timed the same way (`readFloorBench`): the ceiling any GEMV reading those bytes can reach here;
  *   `--gemv-shapes=NxK,...` replaces the weight shapes of the GEMV sweep and of both tables (`gemv` and `read-floor`);
+ * - `parts` (`--parts`): a 7B layer's q/k/v and gate/up at one row, one GEMV dispatch per weight against one
+ *   `gemvParts` dispatch per group, int4/64 and f16 (`partsBench`);
  * - `int8` (`--int8`): int8 x int8 TOPS at 4096^3 (each tensor-core tile, the portable kernel, and int8Linear with
  *   the row quantization) beside the f16 tensor-core `matmul` TFLOP/s of the same shape;
  * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
  * The GEMV sections live in quant-bench-gemv.ts, what every section shares in quant-bench-common.ts.
  *
- *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep | --sweep=int4One,int4Few,int4Many,f16One,f16Few,f16Many] [--checks | --gemv-checks | --i8-checks] [--gemv] [--decode] [--placement] [--read-floor] [--gemv-shapes=28672x4096,...] [--int8] [--all]
+ *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep | --sweep=int4One,int4Few,int4Many,f16One,f16Few,f16Many] [--checks | --gemv-checks | --i8-checks] [--gemv] [--decode] [--placement] [--read-floor] [--parts] [--gemv-shapes=28672x4096,...] [--int8] [--all]
  */
 import i8ProbeWgsl from '../../../../shaders/quant-i8-probe.wgsl';
 import { createContext, type Context } from '../context';
@@ -42,10 +44,10 @@ import { dequantize, quantize, releaseQuant } from '../ops/quant/quantize';
 import { download, empty, poison, release, upload, uploadBytes, type DeviceTensor } from '../tensor';
 import { relErr, rng } from '../testing';
 import { args, failedLayouts, gpuTime, log, measureCopy, quick, randomData, reps, SPECS } from './quant-bench-common';
-import { decodeBench, gemvBench, placementBench, readFloorBench } from './quant-bench-gemv';
+import { decodeBench, gemvBench, partsBench, placementBench, readFloorBench } from './quant-bench-gemv';
 
 const flag = (n: string) => args.includes(`--${n}`) || args.includes('--all');
-const only = ['checks', 'gemv-checks', 'i8-checks', 'gemv', 'decode', 'placement', 'read-floor', 'int8', 'memory', 'training', 'probe'].some((n) => args.includes(`--${n}`));
+const only = ['checks', 'gemv-checks', 'i8-checks', 'gemv', 'decode', 'placement', 'read-floor', 'parts', 'int8', 'memory', 'training', 'probe'].some((n) => args.includes(`--${n}`));
 const section = (n: string) => flag(n) || (n.endsWith('-checks') && flag('checks')) || (!only && ['gemv-checks', 'i8-checks', 'gemv', 'int8'].includes(n));
 
 async function main() {
@@ -187,6 +189,7 @@ async function main() {
   if (section('gemv')) await gemvBench(ctx, out);
   if (section('placement')) await placementBench(ctx, out);
   if (section('read-floor')) await readFloorBench(ctx, out);
+  if (section('parts')) await partsBench(ctx, out);
 
   // training shape
   if (section('training')) {

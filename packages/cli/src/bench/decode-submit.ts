@@ -1,10 +1,11 @@
 // The decoding loop of `rusty generate` at several submit caps (`GenerateOptions.submitEvery`) on one loaded model:
 // tokens/s after the first token for each cap, in alternating rounds, and whether every cap generated the same
-// tokens. Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
+// tokens; with `--fuse=on,off`, also with q/k/v and gate/up run one projection at a time (`fusionSettings`), and the
+// dispatches per token of each. Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
 //   bash .gpu/run.sh decode-submit <model dir> [--tokens=128] [--quantize=int4|nf4|int8] [--dtype=bf16]
-//                                  [--every=16,32,64,128,1000000] [--rounds=2]
+//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off]
 import { createContext, type DType, type QuantFormat } from '@rusty/backend';
-import { generateStream, type CausalLM } from '@rusty/graph';
+import { fusionSettings, generateStream, type CausalLM } from '@rusty/graph';
 import { loadPretrained } from '@rusty/loader';
 
 const args = process.argv.slice(2);
@@ -14,6 +15,7 @@ if (!dir) throw new Error('usage: decode-submit <model dir> [--tokens=N] [--quan
 const tokens = Number(opt('tokens') ?? 128);
 const caps = (opt('every') ?? '16,32,64,128,1000000').split(',').map(Number);
 const rounds = Number(opt('rounds') ?? 2);
+const fuses = (opt('fuse') ?? 'on').split(',').map((f) => f === 'on');
 
 const ctx = await createContext();
 const quantize = opt('quantize') as QuantFormat | undefined;
@@ -21,27 +23,40 @@ const { model } = await loadPretrained(ctx, dir, { dtype: (opt('dtype') as DType
 const lm = model as unknown as CausalLM;
 const prompt = Array.from({ length: 24 }, (_, i) => (100 + 37 * i) % lm.config.vocabSize);
 
-/** Tokens/s after the first token, and the ids. */
-async function run(every: number): Promise<{ rate: number; ids: number[] }> {
+/** Tokens/s after the first token, the ids, and dispatches per token after the first. */
+async function run(every: number): Promise<{ rate: number; ids: number[]; perToken: number }> {
   const ids: number[] = [];
   let t1 = 0;
+  let d1 = 0;
   for await (const id of generateStream(lm, prompt, { maxNewTokens: tokens, temperature: 0, stopTokens: [], submitEvery: every })) {
     ids.push(id);
-    if (ids.length === 1) t1 = performance.now();
+    if (ids.length === 1) {
+      t1 = performance.now();
+      d1 = ctx.stats.dispatches;
+    }
   }
-  return { rate: (ids.length - 1) / ((performance.now() - t1) / 1e3), ids };
+  return { rate: (ids.length - 1) / ((performance.now() - t1) / 1e3), ids, perToken: (ctx.stats.dispatches - d1) / (ids.length - 1) };
 }
 
-await run(64); // warm-up: kernels built, pool filled
+for (const fuse of fuses) {
+  fusionSettings.projections = fuse;
+  await run(64); // warm-up: kernels built, pool filled
+}
 const rates: Record<string, number[]> = {};
-let first: number[] | null = null;
+const dispatchesPerToken: Record<string, number> = {};
+const first = new Map<boolean, string>();
 let same = true;
 for (let r = 0; r < rounds; r++)
-  for (const every of caps) {
-    const { rate, ids } = await run(every);
-    (rates[every] ??= []).push(+rate.toFixed(1));
-    if (!first) first = ids;
-    else if (ids.join() !== first.join()) same = false;
-  }
-console.log(JSON.stringify({ dir, quantize: quantize ?? null, dtype: opt('dtype') ?? 'f32', tokens, rates, sameTokens: same }));
+  for (const fuse of fuses)
+    for (const every of caps) {
+      fusionSettings.projections = fuse;
+      const { rate, ids, perToken } = await run(every);
+      const key = `${every}${fuse ? '' : ' unfused'}`;
+      (rates[key] ??= []).push(+rate.toFixed(1));
+      dispatchesPerToken[fuse ? 'fused' : 'unfused'] = perToken;
+      if (!first.has(fuse)) first.set(fuse, ids.join());
+      else if (ids.join() !== first.get(fuse)) same = false;
+    }
+const sameFusedUnfused = first.size === 2 ? first.get(true) === first.get(false) : null;
+console.log(JSON.stringify({ dir, quantize: quantize ?? null, dtype: opt('dtype') ?? 'f32', tokens, rates, dispatchesPerToken, sameTokens: same, sameFusedUnfused }));
 ctx.destroy();
