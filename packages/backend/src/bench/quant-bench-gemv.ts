@@ -380,7 +380,7 @@ export async function readFloorBench(ctx: Context, out: Record<string, unknown>)
 }
 
 /**
- * The parts section (`--parts`): a 7B layer's q/k/v and gate/up GEMVs at one row of x, one dispatch per weight
+ * The parts section (`--parts`; `--parts-llama` adds Llama 7B's): Mistral 7B's q/k/v and gate/up GEMVs at one row of x, one dispatch per weight
  * against one `gemvParts` dispatch for the group (`planParts`), int4/64 and f16, weights rotated over copies;
  * us per group and the parts dispatch's fraction of copy.
  */
@@ -388,7 +388,11 @@ export async function partsBench(ctx: Context, out: Record<string, unknown>): Pr
   const copyGBps = (out.copy as { GBps: number } | undefined)?.GBps ?? (await measureCopy(ctx)).GBps;
   const groups: [string, number[], number][] = quick
     ? [['small qkv', [256, 64, 64], 512]]
-    : [['Mistral qkv', [4096, 1024, 1024], 4096], ['Mistral gate+up', [14336, 14336], 4096], ['Llama qkv', [4096, 4096, 4096], 4096], ['Llama gate+up', [11008, 11008], 4096]];
+    : [
+        ['Mistral qkv', [4096, 1024, 1024], 4096],
+        ['Mistral gate+up', [14336, 14336], 4096],
+        ...(args.includes('--parts-llama') ? ([['Llama qkv', [4096, 4096, 4096], 4096], ['Llama gate+up', [11008, 11008], 4096]] as [string, number[], number][]) : []),
+      ];
   const int4 = quantSpec('int4', 64);
   const rows: Record<string, unknown>[] = [];
   for (const [name, Ns, K] of groups) {

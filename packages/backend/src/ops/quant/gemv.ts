@@ -179,7 +179,23 @@ export function gemvSource(o: GemvShape): string {
   const hasScale = !floatW;
   const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
   pre += `const SG: u32 = ${o.sgRows ?? 1}u;\n`; // main_rows: the subgroup size
-  const body = P > 1 ? gemvWgsl.replace('y[(o % MR) * p.N + n]', 'y[yi(o % MR, n)]').replace('read_bias(n)', 'bias_at(n)') : gemvWgsl;
+  let body = gemvWgsl;
+  if (P > 1) {
+    // each workgroup (main) or subgroup (main_rows) takes R rows of one part: its part pj, its first row n0 in it,
+    // the part's rows nEnd and its block of y at yb; the walk once per part, on that part's bindings
+    const unit = (u: string) => `let u = ${u}; let pj = part_of(u); let n0 = (u - unit0(pj)) * R; let nEnd = rows_of(pj); let yb = yo_of(pj);`;
+    body = body
+      .replace('let n0 = (wg.x + wg.y * p.gx) * R;', unit('wg.x + wg.y * p.gx'))
+      .replace('let n0 = ((wg.x + wg.y * p.gx) * (WG / SG) + sid) * R;', unit('(wg.x + wg.y * p.gx) * (WG / SG) + sid'))
+      .replace('if (n < p.N) {', 'if (n < nEnd) {')
+      .replace('y[(o % MR) * p.N + n]', 'y[yb + (o % MR) * nEnd + n]')
+      .replace('read_bias(n)', 'bias_at(pj, n)');
+    const walks = [...Array(P).keys()].map((j) => {
+      const lc = loadCode(o.R, CW, !floatW, o.G, o.prefetch, j);
+      return `if (pj == ${j}u) {\n${WALK.replace(/^(\s*)\/\/@pre$/m, (_, i: string) => i + lc.pre).replace(/^(\s*)\/\/@load$/m, (_, i: string) => i + lc.load)}\n  }`;
+    });
+    body = body.replace(/^\s*\/\/@walk$/gm, '  ' + walks.join(' else '));
+  }
   return pre + body.replace(/^\s*\/\/@walk$/gm, WALK).replace(/^(\s*)\/\/@(acc|pre|load|fast|tail|reduce|rows_out)$/gm, (_, ind: string, k: string) => ind + parts[k]);
 }
 
@@ -204,39 +220,37 @@ const WALK = `  //@pre
 type Group = [number, number, (r: number) => string];
 type XLoad = (m: number | string, e0: number, g: number) => string;
 
-/** Element (m, n) of y: row-major [M, N], or with parts, part j's block [M, N_j] at its offset (`yi`). */
-const yAt = (o: GemvShape, m: string, n: string) => ((o.parts ?? 1) > 1 ? `y[yi(${m}, ${n})]` : `y[${m} * p.N + ${n}]`);
-const biasAt = (o: GemvShape, n: string) => ((o.parts ?? 1) > 1 ? `bias_at(${n})` : `read_bias(${n})`);
+/** Element (m, n) of y: row-major [M, N], or with parts, of the part's block [M, nEnd] at yb (see partsPrelude). */
+const yAt = (o: GemvShape, m: string, n: string) => ((o.parts ?? 1) > 1 ? `y[yb + ${m} * nEnd + ${n}]` : `y[${m} * p.N + ${n}]`);
+const biasAt = (o: GemvShape, n: string) => ((o.parts ?? 1) > 1 ? `bias_at(pj, ${n})` : `read_bias(${n})`);
+/** The rows of W: all of them, or with parts, the part's. */
+const rowsEnd = (o: GemvShape) => ((o.parts ?? 1) > 1 ? 'nEnd' : 'p.N');
 
 /**
- * WGSL of a GEMV over several weights at once (`GemvShape.parts`, {@link gemvParts}): part j's rows are rows
- * [P_j, P_j+1) of one virtual W (P_0 = 0, params P1, P2; the last part ends at N), held in its own bindings (see
- * {@link partBindings}). `qw(row, c)` is chunk c of a virtual row, `sc(row, blk)` its block scale, `bias_at(n)` its
- * bias (0 without), `yi(m, n)` the index in y of output (m, n): part j's block [M, N_j] starts at element yo_j
- * (params yo1, yo2; block 0 at 0).
+ * WGSL of a GEMV over several weights at once (`GemvShape.parts`, {@link gemvParts}): the grid's units (workgroups
+ * of `main`, subgroups of `main_rows`), R rows of W each, are those of each part in turn: part j has
+ * ceil(N_j / R) units from unit U_j (params U1, U2; U_0 = 0), N_j rows (params N, N1, N2) and its result block
+ * [M, N_j] in y at element yo_j (params yo1, yo2; yo_0 = 0). A unit's part is uniform, so the walk over its rows
+ * (generated once per part, on that part's bindings `q_j` / `q<CW>_j`, `scale_at_j`) has no per-load choice.
  */
 function partsPrelude(o: GemvShape, noScale: boolean): string {
   const P = o.parts!;
   const floatW = typeof o.fmt === 'string';
   const b = partBindings(P, !floatW, o.hasBias);
   const js = [...Array(P).keys()];
-  const start = (j: number) => (j === 0 ? '0u' : `p.P${j}`);
-  // part j of a virtual row: the first part whose end is past it (the last part takes the rest)
-  const pick = (f: (j: number) => string) =>
-    js.map((j) => (j < P - 1 ? `if (row < p.P${j + 1}) { return ${f(j)}; }` : `return ${f(j)};`)).join(' ');
-  const vt = o.CW > 1 ? `vec${o.CW}u` : 'u32';
-  let s = '';
-  if (o.CW > 1) for (const j of js) s += `@group(0) @binding(${b.q[j]}) var<storage, read> q${o.CW}_${j}: array<${vt}>;\n`;
-  const qv = (j: number) => (o.CW > 1 ? `q${o.CW}_${j}` : `q${j}`);
-  s += `fn qw(row: u32, c: u32) -> ${vt} { ${pick((j) => `${qv(j)}[(row - ${start(j)}) * p.nc + c]`)} }\n`;
-  if (!floatW) {
-    const i = (j: number) => `(row - ${start(j)}) * p.nb + blk`;
-    const sj = (j: number) => (o.f16Scales ? `unpack2x16float(s${j}[(${i(j)}) >> 1u])[(${i(j)}) & 1u]` : `read_s${j}(${i(j)})`);
-    s += noScale ? 'fn sc(row: u32, blk: u32) -> f32 { return 1.0; }\n' : `fn sc(row: u32, blk: u32) -> f32 { ${pick(sj)} }\n`;
-  }
-  s += o.hasBias ? `fn bias_at(row: u32) -> f32 { ${pick((j) => `read_b${j}(row - ${start(j)})`)} }\n` : 'fn bias_at(row: u32) -> f32 { return 0.0; }\n';
-  const end = (j: number) => (j === P - 1 ? 'p.N' : `p.P${j + 1}`);
-  s += `fn yi(m: u32, row: u32) -> u32 { ${pick((j) => `${j === 0 ? '' : `p.yo${j} + `}m * (${end(j)} - ${start(j)}) + row - ${start(j)}`)} }\n`;
+  const by = (vals: string[]) => (P === 2 ? `select(${vals[1]}, ${vals[0]}, j == 0u)` : `select(select(${vals[2]}, ${vals[1]}, j == 1u), ${vals[0]}, j == 0u)`);
+  let s = P === 2 ? 'fn part_of(u: u32) -> u32 { return select(1u, 0u, u < p.U1); }\n' : 'fn part_of(u: u32) -> u32 { return select(select(2u, 1u, u < p.U2), 0u, u < p.U1); }\n';
+  s += `fn unit0(j: u32) -> u32 { return ${by(['0u', 'p.U1', 'p.U2'])}; }\n`;
+  s += `fn rows_of(j: u32) -> u32 { return ${by(['p.N', 'p.N1', 'p.N2'])}; }\n`;
+  s += `fn yo_of(j: u32) -> u32 { return ${by(['0u', 'p.yo1', 'p.yo2'])}; }\n`;
+  if (o.CW > 1) for (const j of js) s += `@group(0) @binding(${b.q[j]}) var<storage, read> q${o.CW}_${j}: array<vec${o.CW}u>;\n`;
+  if (!floatW)
+    for (const j of js)
+      s += noScale
+        ? `fn scale_at_${j}(i: u32) -> f32 { return 1.0; }\n`
+        : `fn scale_at_${j}(i: u32) -> f32 { return ${o.f16Scales ? `unpack2x16float(s${j}[i >> 1u])[i & 1u]` : `read_s${j}(i)`}; }\n`;
+  const bias = js.map((j) => (j < P - 1 ? `if (j == ${j}u) { return read_b${j}(n); }` : `return read_b${j}(n);`)).join(' ');
+  s += `fn bias_at(j: u32, n: u32) -> f32 { ${o.hasBias ? bias : 'return 0.0;'} }\n`;
   return s;
 }
 
@@ -252,13 +266,14 @@ export function partBindings(P: number, quant: boolean, hasBias: boolean): { q: 
 /** The //@pre and //@load lines: each row's chunk words (and scale); with `prefetch`, those of the thread's first
  *  chunk before the loop, and in the loop those of its next chunk (c + cstep, clamped to the row's last) loaded
  *  while this one is computed. */
-function loadCode(R: number, CW: number, hasScale: boolean, G = 0, prefetch = false, parts = false): { pre: string; load: string } {
-  const word = (r: number, c: string) => (parts ? `qw(row_${r}, ${c})` : `${CW > 1 ? `q${CW}` : 'q'}[row_${r} * p.nc + ${c}]`);
+function loadCode(R: number, CW: number, hasScale: boolean, G = 0, prefetch = false, part?: number): { pre: string; load: string } {
+  const sfx = part === undefined ? '' : `_${part}`;
+  const word = (r: number, c: string) => `${CW > 1 ? `q${CW}${sfx}` : part === undefined ? 'q' : `q${part}`}[row_${r} * p.nc + ${c}]`;
   // the block of chunk c: a shift where the block size is a constant power of two (no run-time division)
   const blk = (c: string) => (G ? `(${c}) * CE / ${G}u` : '0u');
-  const scale = (r: number, c: string) => (parts ? `sc(row_${r}, ${blk(c)})` : `scale_at(row_${r} * p.nb${G ? ` + ${blk(c)}` : ''})`);
+  const scale = (r: number, c: string) => `scale_at${sfx}(row_${r} * p.nb${G ? ` + ${blk(c)}` : ''})`;
   const rs = [...Array(R).keys()];
-  const row = (r: number) => `let row_${r} = min(n0 + ${r}u, p.N - 1u);`;
+  const row = (r: number) => `let row_${r} = min(n0 + ${r}u, ${part === undefined ? 'p.N' : 'nEnd'} - 1u);`;
   if (!prefetch)
     return {
       pre: '',
@@ -303,10 +318,10 @@ function unrolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolea
   const rowsOut = [
     ...rs.flatMap((r) => ms.map((m) => `let z_${r}_${m} = subgroupAdd(a_${r}_${m});`)),
     'if (subgroupElect()) {',
-    ...rs.map((r) => `  if (n0 + ${r}u < p.N) { ${ms.map((m) => `${yAt(o, `${m}u`, `n0 + ${r}u`)} = z_${r}_${m}${o.hasBias ? ` + ${biasAt(o, `n0 + ${r}u`)}` : ''};`).join(' ')} }`),
+    ...rs.map((r) => `  if (n0 + ${r}u < ${rowsEnd(o)}) { ${ms.map((m) => `${yAt(o, `${m}u`, `n0 + ${r}u`)} = z_${r}_${m}${o.hasBias ? ` + ${biasAt(o, `n0 + ${r}u`)}` : ''};`).join(' ')} }`),
     '}',
   ].join('\n  ');
-  return { acc, ...loadCode(R, CW, hasScale, o.G, o.prefetch, (o.parts ?? 1) > 1), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
+  return { acc, ...loadCode(R, CW, hasScale, o.G, o.prefetch), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
 /** The rows of X in loops over an array of accumulators whose bound the compiler cannot see (`p.one`):
@@ -328,8 +343,8 @@ function rolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolean)
   const reduce = `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); if (subgroupElect()) { part[i * NSG + sid] = z; } }`;
   const rowsOut =
     `for (var i = 0u; i < R * MR * p.one; i++) { let z = subgroupAdd(a[i]); let n = n0 + i / MR; ` +
-    `if (subgroupElect() && n < p.N) { ${yAt(o, 'i % MR', 'n')} = z${o.hasBias ? ` + ${biasAt(o, 'n')}` : ''}; } }`;
-  return { acc: 'var a: array<f32, R * MR>;', ...loadCode(R, CW, hasScale, o.G, o.prefetch, (o.parts ?? 1) > 1), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
+    `if (subgroupElect() && n < ${rowsEnd(o)}) { ${yAt(o, 'i % MR', 'n')} = z${o.hasBias ? ` + ${biasAt(o, 'n')}` : ''}; } }`;
+  return { acc: 'var a: array<f32, R * MR>;', ...loadCode(R, CW, hasScale, o.G, o.prefetch), fast: fast.join('\n      '), tail, reduce, rows_out: rowsOut };
 }
 
 /** What one generated GEMV kernel is specialised for. */
@@ -455,7 +470,13 @@ export function planParts(ctx: Context, x: DeviceTensor, ws: readonly GemvPartWe
   const floatW = typeof w0.fmt === 'string';
   const hasBias = !!w0.bias;
   const sDtype = w0.scales?.dtype ?? x.dtype;
-  const { o, nc, nwg, sgRows } = shapeFor(ctx, x, { ...w0, N }, N, M, hasBias, sDtype, P);
+  const { o, nc, sgRows } = shapeFor(ctx, x, { ...w0, N }, N, M, hasBias, sDtype, P);
+  // units of R rows (workgroups, or subgroups of main_rows), part by part
+  const units = ws.map((w) => Math.ceil(w.N / o.R));
+  const U1 = units[0]!;
+  const U2 = U1 + (units[1] ?? 0);
+  const total = units.reduce((a, b) => a + b, 0);
+  const nwg = sgRows ? Math.ceil(total / (o.WG / o.sgRows!)) : total;
   const bDtypes = hasBias ? ws.map((w) => w.bias!.dtype) : [];
   const key = `dequant-gemv-sg-parts:${x.dtype}:${w0.data.dtype}:${sDtype}:${bDtypes.join(',')}:${JSON.stringify(o)}`;
   const js = [...Array(P).keys()];
@@ -472,15 +493,13 @@ export function planParts(ctx: Context, x: DeviceTensor, ws: readonly GemvPartWe
       ...bDtypes.map((d, j) => ({ name: `b${j}`, access: 'read' as const, dtype: d })),
       { name: 'y', access: 'rw', dtype: 'f32' },
     ],
-    params: ['u32:N', 'u32:K', 'u32:G', 'u32:nb', 'u32:nc', 'u32:gx', 'u32:one', 'u32:P1', 'u32:P2', 'u32:yo1', 'u32:yo2'],
+    params: ['u32:N', 'u32:K', 'u32:G', 'u32:nb', 'u32:nc', 'u32:gx', 'u32:one', 'u32:N1', 'u32:N2', 'u32:U1', 'u32:U2', 'u32:yo1', 'u32:yo2'],
     constants: floatW ? undefined : { FMT: w0.fmt as number },
     enables: ['subgroups'],
   }));
   const workgroups = grid2(nwg);
-  const P1 = w0.N;
-  const P2 = P > 2 ? P1 + ws[1]!.N : N;
   const buffers = [x.buffer, ...ws.flatMap((w) => (floatW ? [w.data.buffer] : [w.data.buffer, w.scales!.buffer])), ...(hasBias ? ws.map((w) => w.bias!.buffer) : []), y.buffer];
-  return { kernel, buffers, workgroups, params: [N, w0.K, w0.G, w0.nb, nc, workgroups[0], 1, P1, P2, yo[1] ?? 0, yo[2] ?? 0] };
+  return { kernel, buffers, workgroups, params: [w0.N, w0.K, w0.G, w0.nb, nc, workgroups[0], 1, ws[1]!.N, ws[2]?.N ?? 0, U1, U2, yo[1] ?? 0, yo[2] ?? 0] };
 }
 
 function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {
