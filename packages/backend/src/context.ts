@@ -5,7 +5,7 @@ import type { SpeedToggles } from './gpu-provider';
 import { codeHash, kernelBaseKey, kernelSource, type KernelDef, type ParamSpec } from './kernel';
 import { waitGpu } from './gpu-wait';
 import { Profiler } from './profiler';
-import { makeSubBuffer, offsetOf, releaseTarget, rootOf } from './sub-buffer';
+import { makeSubBuffer, offsetOf, releaseTarget, rootOf, type SubBuffer } from './sub-buffer';
 
 export interface ContextOptions {
   /** Substring of the adapter's name/vendor/description to pick (Node: passed to Dawn). Env: RUSTY_ADAPTER. */
@@ -353,7 +353,11 @@ export class Context {
       const g = (b as GpuBuffer).gpu === undefined ? (b as BufferSlice).buffer : (b as GpuBuffer);
       if (g.released) throw new DeviceError(`kernel '${k.name}': buffer ${i} was already released`);
       if (this.watched.size && k.layoutSig[k.layoutSig.length - buffers.length + i] === 'w') this.watched.touched(g);
-      key += g === b ? ':' + g.id : ':' + g.id + '@' + (b as BufferSlice).offset + '+' + (b as BufferSlice).size;
+      // a sub-buffer by its range of the pool buffer (its own id is new for every view: the same range viewed
+      // again, as decoding steps do, finds its bind group)
+      const root = (g as SubBuffer).root;
+      const id = root ? root.id + '@' + (g as SubBuffer).offset + '+' + g.size : g.id;
+      key += g === b ? ':' + id : ':' + id + '@' + (b as BufferSlice).offset + '+' + (b as BufferSlice).size;
       this.pendingIds.add(rootOf(g).id);
     }
     let bg = this.bindGroups.get(key);

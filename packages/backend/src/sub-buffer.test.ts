@@ -60,6 +60,29 @@ describe('ctx.subBuffer', () => {
     ctx.release(outArena);
   });
 
+  it('a range viewed again (a new sub-buffer of the same bytes) binds through the bind group made for it before', async () => {
+    const a = ctx.bindingAlignment;
+    const arena = ctx.alloc(4 * a);
+    const groups = () => (ctx as unknown as { bindGroups: Map<string, unknown> }).bindGroups.size;
+    const x = upload(ctx, Float32Array.from(randn(8, 3)), [8]);
+    const run = async (at: number) => {
+      const out: DeviceTensor = { buffer: ctx.subBuffer(arena, at, 32), dtype: 'f32', shape: [8] };
+      add(ctx, x, x, { out });
+      const got = Array.from((await download(ctx, out)) as Float32Array);
+      ctx.release(out.buffer);
+      return got;
+    };
+    const want = Array.from((await download(ctx, x)) as Float32Array).map((v) => Math.fround(2 * v));
+    expect(await run(0)).toEqual(want);
+    const n = groups();
+    expect(await run(0)).toEqual(want); // the same range: no new bind group
+    expect(groups()).toBe(n);
+    expect(await run(a)).toEqual(want); // another range: its own
+    expect(groups()).toBe(n + 1);
+    ctx.release(x.buffer);
+    ctx.release(arena);
+  });
+
   it('the arena returns to the pool only when it and every sub-buffer are released', () => {
     const arena = ctx.alloc(1 << 12);
     const live0 = ctx.memory.live;
