@@ -1,9 +1,11 @@
 // The decoding loop of `rusty generate` at several submit caps (`GenerateOptions.submitEvery`) on one loaded model:
 // tokens/s after the first token for each cap, in alternating rounds, and whether every cap generated the same
 // tokens; with `--fuse=on,off`, also with q/k/v and gate/up run one projection at a time (`fusionSettings`), and the
-// dispatches per token of each. Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
+// dispatches per token of each; with `--profile`, one more run of each with per-kernel GPU times (timestamp
+// queries, one pass per dispatch): GPU microseconds per token by kernel, against the run's wall time per token.
+// Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
 //   bash .gpu/run.sh decode-submit <model dir> [--tokens=128] [--quantize=int4|nf4|int8] [--dtype=bf16]
-//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off]
+//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--profile]
 import { createContext, type DType, type QuantFormat } from '@rusty/backend';
 import { fusionSettings, generateStream, type CausalLM } from '@rusty/graph';
 import { loadPretrained } from '@rusty/loader';
@@ -17,7 +19,8 @@ const caps = (opt('every') ?? '16,32,64,128,1000000').split(',').map(Number);
 const rounds = Number(opt('rounds') ?? 2);
 const fuses = (opt('fuse') ?? 'on').split(',').map((f) => f === 'on');
 
-const ctx = await createContext();
+const profile = args.includes('--profile');
+const ctx = await createContext({ profile });
 const quantize = opt('quantize') as QuantFormat | undefined;
 const { model } = await loadPretrained(ctx, dir, { dtype: (opt('dtype') as DType | undefined) ?? 'f32', requiresGrad: false, ...(quantize ? { quantize } : {}) });
 const lm = model as unknown as CausalLM;
@@ -58,5 +61,19 @@ for (let r = 0; r < rounds; r++)
       else if (ids.join() !== first.get(fuse)) same = false;
     }
 const sameFusedUnfused = first.size === 2 ? first.get(true) === first.get(false) : null;
-console.log(JSON.stringify({ dir, quantize: quantize ?? null, dtype: opt('dtype') ?? 'f32', tokens, rates, dispatchesPerToken, sameTokens: same, sameFusedUnfused }));
+const gpu: Record<string, unknown> = {};
+if (profile)
+  for (const fuse of fuses) {
+    fusionSettings.projections = fuse;
+    await ctx.sync();
+    ctx.profiler.reset();
+    const t0 = performance.now();
+    const { ids } = await run(64);
+    const wallUs = ((performance.now() - t0) * 1e3) / ids.length;
+    await ctx.sync();
+    const kernels = (await ctx.profiler.summary()).map((k) => ({ name: k.name, count: +(k.count / ids.length).toFixed(1), us: +((k.totalMs * 1e3) / ids.length).toFixed(1) }));
+    const sumUs = +kernels.reduce((a, k) => a + k.us, 0).toFixed(1);
+    gpu[fuse ? 'fused' : 'unfused'] = { wallUsPerToken: +wallUs.toFixed(1), gpuUsPerToken: sumUs, kernels: kernels.slice(0, 14) };
+  }
+console.log(JSON.stringify({ dir, quantize: quantize ?? null, dtype: opt('dtype') ?? 'f32', tokens, rates, dispatchesPerToken, sameTokens: same, sameFusedUnfused, ...(profile ? { gpu } : {}) }));
 ctx.destroy();
