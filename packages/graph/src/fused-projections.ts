@@ -14,7 +14,7 @@ function partOf(p: Projection, x: Tensor): GemvPart | null {
     return { weight: p.quant, bias: p.bias?.data };
   }
   if (p instanceof Linear && p.constructor === Linear) {
-    if (computeDtype() !== 'f32' || (p.weight.dtype !== 'f16' && p.weight.dtype !== 'bf16')) return null;
+    if (computeDtype() !== 'f32' || (p.weight.dtype !== 'f16' && p.weight.dtype !== 'bf16' && p.weight.dtype !== 'f32')) return null;
     return { weight: p.weight.data, bias: p.bias?.data };
   }
   return null;
@@ -23,7 +23,7 @@ function partOf(p: Projection, x: Tensor): GemvPart | null {
 /**
  * Projections of one input (a layer's q, k and v, or its gate and up) as one GEMV dispatch (`gemvParts`) in a
  * decoding step: where no gradient is recorded, x has 1..16 rows, and each projection is a plain frozen weight
- * that the decode GEMV reads (a `QuantLinear`, or a `Linear` with an f16 / bf16 weight, under f32 compute) of
+ * that the decode GEMV reads (a `QuantLinear`, or a `Linear` with an f16, bf16 or f32 weight, under f32 compute) of
  * one storage format. The results are those of each `forward(x)`, up to f32 rounding. Returns null where it
  * does not apply (then the caller runs each projection).
  */

@@ -116,4 +116,35 @@ describe('linear of a 16-bit weight and a few rows (decoding)', () => {
         for (const t of [x, w, b, y]) t.dispose();
       }
   });
+
+  it('an f32 weight takes the GEMV only where nothing needs a gradient (inference), else the tiled product', async () => {
+    const [IN, OUT] = [200, 21];
+    const wv = randn(OUT * IN, 8);
+    const names: string[] = [];
+    const orig = ctx.dispatch.bind(ctx);
+    ctx.dispatch = ((k, ...rest) => (names.push(k.name), orig(k, ...rest))) as typeof ctx.dispatch;
+    try {
+      for (const [grad, R] of [[false, 3], [true, 3], [false, 17]] as const) {
+        names.length = 0;
+        const x = Tensor.fromArray(ctx, randn(R * IN, 9 + R), [R, IN]);
+        const w = Tensor.fromArray(ctx, wv, [OUT, IN], { requiresGrad: grad });
+        const y = linear(x, w);
+        const got = await y.toArray();
+        const xs = await x.toArray();
+        const ref = new Float64Array(R * OUT);
+        for (let r = 0; r < R; r++)
+          for (let o = 0; o < OUT; o++) {
+            let s = 0;
+            for (let i = 0; i < IN; i++) s += xs[r * IN + i]! * wv[o * IN + i]!;
+            ref[r * OUT + o] = s;
+          }
+        expect(relErr(got, ref)).toBeLessThan(2e-6);
+        const gemv = names.includes('gemv16');
+        expect(gemv, `grad ${grad}, ${R} rows`).toBe(!grad && R <= 16 && ctx.info.features.subgroups);
+        for (const t of [x, w, y]) t.dispose();
+      }
+    } finally {
+      ctx.dispatch = orig;
+    }
+  });
 });

@@ -51,17 +51,19 @@ export function matmul(a: Tensor, b: Tensor, opts: { transA?: boolean; transB?: 
   return matmulOp([a, b], { transA: !!opts.transA, transB: !!opts.transB });
 }
 
-const linearOp = defineOp<{ hasBias: boolean }>({
+const linearOp = defineOp<{ hasBias: boolean; gemvF32: boolean }>({
   name: 'linear',
-  forward: (ctx, [x, w, b], { hasBias }) => {
+  forward: (ctx, [x, w, b], { hasBias, gemvF32 }) => {
     const inF = w!.shape[1]!;
     if (x!.shape[x!.shape.length - 1] !== inF)
       throw new ShapeError(`linear: input ${fmt(x!.shape)} does not end in in_features ${inF} of weight ${fmt(w!.shape)}`);
     const x2 = flat2(x!);
     const bias = hasBias ? b : undefined;
-    // a 16-bit weight and at most 16 rows (decoding): the GEMV that reads W once (it runs matmul itself where the
-    // adapter has no subgroups or K is odd); else the tiled product
-    const y = (w!.dtype === 'f16' || w!.dtype === 'bf16') && x2.shape[0]! <= GEMV_MAX_ROWS ? gemv16(ctx, x2, w!, { bias }) : mm(ctx, x2, w!, { transB: true, bias });
+    // at most 16 rows (decoding) and a 16-bit weight, or an f32 one where nothing needs a gradient (`gemvF32`:
+    // inference; training keeps the tiled product, also when a checkpointed segment is recomputed): the GEMV that
+    // reads W once (it runs matmul itself where the adapter has no subgroups or K is odd); else the tiled product
+    const gemv = w!.dtype === 'f16' || w!.dtype === 'bf16' || (w!.dtype === 'f32' && gemvF32);
+    const y = gemv && x2.shape[0]! <= GEMV_MAX_ROWS ? gemv16(ctx, x2, w!, { bias }) : mm(ctx, x2, w!, { transB: true, bias });
     return { outputs: { ...y, shape: [...x!.shape.slice(0, -1), w!.shape[0]!] }, saved: [x!, w!] };
   },
   backward: (ctx, [g], [x, w], [mx, mw, mb]) => {
@@ -118,13 +120,15 @@ export interface LinearOptions {
 }
 
 /** `y = x W^T + b` with HF's `[out, in]` weight (f32, f16 or bf16) over the last dim of x; f16 products under
- *  an f16 {@link autocast} scope or `compute: 'f16'`. Outside one, a 16-bit weight and at most 16 rows of x (a
- *  decoding step) take the backend's GEMV (`gemv16`: W read once), the same f32 arithmetic in another order. */
+ *  an f16 {@link autocast} scope or `compute: 'f16'`. Outside one, at most 16 rows of x (a decoding step) and a
+ *  16-bit weight, or an f32 one where neither x, W nor b requires a gradient, take the backend's GEMV (`gemv16`:
+ *  W read once), the same f32 arithmetic in another order. */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor | null, opts: LinearOptions = {}): Tensor {
   if (weight.rank !== 2) throw new ShapeError(`linear: weight must be [out, in], got ${fmt(weight.shape)}`);
   if ((opts.compute ?? computeDtype()) === 'f16') {
     const keepCast = weight.requiresGrad;
     return bias ? linearF16Op([x, weight, bias], { hasBias: true, keepCast }) : linearF16Op([x, weight], { hasBias: false, keepCast });
   }
-  return bias ? linearOp([x, weight, bias], { hasBias: true }) : linearOp([x, weight], { hasBias: false });
+  const gemvF32 = weight.dtype === 'f32' && !x.requiresGrad && !weight.requiresGrad && !bias?.requiresGrad;
+  return bias ? linearOp([x, weight, bias], { hasBias: true, gemvF32 }) : linearOp([x, weight], { hasBias: false, gemvF32 });
 }

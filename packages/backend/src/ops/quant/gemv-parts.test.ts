@@ -29,6 +29,8 @@ describe('gemvParts', () => {
     { w: quantSpec('int8', 32), M: 1, N: 0, K: 160, parts: [19, 19], tune: { few: { ...main(4, 16), chunkWords: 2 } } },
     { w: 'bf16', M: 1, N: 0, K: 130, parts: [21, 7, 7] },
     { w: 'f16', M: 5, N: 0, K: 64, parts: [9, 12], bias: true, tune: { many: main(2) } },
+    { w: 'f32', M: 1, N: 0, K: 132, parts: [21, 7, 7], bias: true },
+    { w: 'f32', M: 3, N: 0, K: 66, parts: [9, 12] },
     { w: quantSpec('int4', 64), M: 1, N: 0, K: 320, parts: [17, 9, 9], tune: { few: { subgroupRows: true, rows: 2, threads: 0, prefetch: true } } },
   ];
   for (const c of cases)
@@ -80,7 +82,8 @@ describe('gemvParts', () => {
       expect(problem(x, [{ weight: a }, { weight: a }, { weight: a }, { weight: a }])).toMatch(/2 or 3 weights/);
       expect(problem(x, [{ weight: a }, { weight: b }])).toMatch(/different dtypes/);
       expect(problem(x, [{ weight: a }, { weight: c }])).toMatch(/different in_features/);
-      expect(problem(x, [{ weight: f }, { weight: f }])).toMatch(/f16 or bf16/);
+      expect(problem(x, [{ weight: f }, { weight: f }])).toBeNull(); // f32
+      expect(problem(x, [{ weight: upload(ctx, new Int32Array(8 * K), [8, K], 'i32') }, { weight: f }])).toMatch(/f16, bf16 or f32/);
       expect(problem(x, [{ weight: q }, { weight: a }])).toMatch(/mixed/);
       expect(problem(x, [{ weight: q }, { weight: q8 }])).toMatch(/different quantizations/);
       expect(problem(x, [{ weight: q, bias }, { weight: q }])).toMatch(/some weights only/);

@@ -10,10 +10,10 @@ import { ShapeError } from '../../errors';
 import { numel, type DeviceTensor } from '../../tensor';
 import { assertFloat, checkBinding, fmtShape } from '../core/util';
 import { FMT_ID, type QuantTensor } from './formats';
-import { gemvSubgroupsAvailable, GEMV_MAX_ROWS, partBindings, planParts, type GemvPartWeight } from './gemv';
+import { floatWeight, gemvSubgroupsAvailable, GEMV_MAX_ROWS, partBindings, planParts, type GemvPartWeight } from './gemv';
 import { quantScales } from './quantize';
 
-/** One weight of {@link gemvParts}: quantized (`QuantTensor`) or a 16-bit float matrix [N, K] (f16 / bf16, HF
+/** One weight of {@link gemvParts}: quantized (`QuantTensor`) or a float matrix [N, K] (f16, bf16 or f32, HF
  *  Linear layout), with an optional bias [N]. */
 export interface GemvPart {
   weight: QuantTensor | DeviceTensor;
@@ -29,7 +29,7 @@ function dims(w: QuantTensor | DeviceTensor): [number, number] {
 
 /**
  * Why {@link gemvParts} cannot run `parts` for `x` on this context, or null where it can: it needs subgroups,
- * 2 or 3 weights of one storage (the same quantized spec, or all f16 / all bf16 with an even row length), one
+ * 2 or 3 weights of one storage (the same quantized spec, or all f16, bf16 or f32 with an even row length), one
  * row length K that x ends in, 1..16 rows of x, biases on all parts or none, and enough storage bindings.
  */
 export function gemvPartsProblem(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[]): string | null {
@@ -49,7 +49,7 @@ export function gemvPartsProblem(ctx: Context, x: DeviceTensor, parts: readonly 
       if (a.format !== b.format || a.groupSize !== b.groupSize || a.doubleQuant !== b.doubleQuant) return 'weights of different quantizations';
     } else {
       if (w.shape.length !== 2) return `weight ${fmtShape(w.shape)} is not 2-D`;
-      if (w.dtype !== 'f16' && w.dtype !== 'bf16') return `weight dtype ${w.dtype} (the GEMV reads f16 or bf16)`;
+      if (w.dtype !== 'f16' && w.dtype !== 'bf16' && w.dtype !== 'f32') return `weight dtype ${w.dtype} (the GEMV reads f16, bf16 or f32)`;
       if (w.dtype !== (w0 as DeviceTensor).dtype) return 'weights of different dtypes';
       if (K % 2) return `odd in_features ${K}`;
     }
@@ -81,8 +81,7 @@ export function gemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPar
     if (bias) assertFloat(bias, 'gemvParts', 'bias');
     if (!isQuant(w)) {
       checkBinding(ctx, w, 'gemvParts', 'weight');
-      const [N] = dims(w);
-      return { N, K, wpr: K / 2, epw: 2, G: 1, nb: 1, fmt: w.dtype as 'f16' | 'bf16', data: w, bias };
+      return { ...floatWeight(w), bias };
     }
     const { scales, owned: own } = quantScales(ctx, w);
     if (own) owned.push(scales);

@@ -16,8 +16,8 @@ import { gemvParts } from './gemv-parts';
 import { name, readQuant, weights } from './quant.test-util';
 
 export interface GemvCase {
-  /** A quantized format, or a 16-bit float weight (gemv16). */
-  w: QuantSpec | 'f16' | 'bf16';
+  /** A quantized format, or a float weight (gemv16). */
+  w: QuantSpec | 'f16' | 'bf16' | 'f32';
   M: number;
   N: number;
   K: number;
@@ -165,7 +165,7 @@ export function gemvLayoutName(v: GemvSetting): string {
  *  benchmark sweeps (entry point, rows, threads, prefetch) on quantized and f16 weights. */
 export function gemvGpuCases(): GemvCase[] {
   const cases: GemvCase[] = [];
-  const ws: GemvCase['w'][] = [quantSpec('int4', 64), quantSpec('int4', 32), quantSpec('int4', 128), quantSpec('nf4', 64), quantSpec('nf4', 64, true), quantSpec('int8', 0), quantSpec('int8', 32), 'f16', 'bf16'];
+  const ws: GemvCase['w'][] = [quantSpec('int4', 64), quantSpec('int4', 32), quantSpec('int4', 128), quantSpec('nf4', 64), quantSpec('nf4', 64, true), quantSpec('int8', 0), quantSpec('int8', 32), 'f16', 'bf16', 'f32'];
   for (const w of ws)
     for (const M of [1, 4, 7, 16]) {
       cases.push({ w, M, N: 301, K: 1024, bias: M === 4 });

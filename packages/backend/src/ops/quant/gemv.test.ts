@@ -121,9 +121,16 @@ describe('subgroup GEMV, quantized weights', () => {
   });
 });
 
-describe('gemv16 (the f16 / bf16 GEMV baseline)', () => {
-  // K % 8 == 0: 16-byte loads; K even otherwise: one word per load; K odd: matmul
-  const cases: ['f16' | 'bf16', number, number, number, GemvTune?][] = [
+describe('gemv16 (the float-weight GEMV: f16 / bf16, the baseline of the quantized ones, and f32)', () => {
+  // K % 8 == 0: 16-byte loads; K even otherwise: one word per load; K odd: matmul (f32: K % 4 == 0 16-byte
+  // loads, K % 2 == 0 8-byte loads, K odd matmul)
+  const cases: ['f16' | 'bf16' | 'f32', number, number, number, GemvTune?][] = [
+    ['f32', 1, 33, 136],
+    ['f32', 3, 10, 50],
+    ['f32', 16, 7, 40],
+    ['f32', 2, 9, 31],
+    ['f32', 1, 11, 300, { few: { subgroupRows: true, rows: 2, threads: 0, prefetch: true } }],
+    ['f32', 1, 13, 204, { few: { subgroupRows: false, rows: 4, threads: 32, chunkWords: 2 } }],
     ['f16', 1, 33, 136],
     ['bf16', 2, 17, 64],
     ['f16', 3, 10, 50],
@@ -143,6 +150,6 @@ describe('gemv16 (the f16 / bf16 GEMV baseline)', () => {
     const w = upload(ctx, randn(8 * 16, 1), [8, 16], 'f16');
     expect(() => gemv16(ctx, upload(ctx, randn(15, 1), [1, 15]), w)).toThrow(/in_features 16/);
     expect(() => gemv16(ctx, upload(ctx, randn(17 * 16, 1), [17, 16]), w)).toThrow(ShapeError);
-    expect(() => gemv16(ctx, upload(ctx, randn(16, 1), [1, 16]), upload(ctx, randn(16, 1), [1, 16]))).toThrow(/f16 or bf16/);
+    expect(() => gemv16(ctx, upload(ctx, randn(16, 1), [1, 16]), upload(ctx, randn(16, 1), [1, 16], 'i32'))).toThrow(/f16, bf16 or f32/);
   });
 });

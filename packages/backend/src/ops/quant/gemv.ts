@@ -16,6 +16,9 @@ import { assertFloat, checkBinding, checkOut, fmtShape } from '../core/util';
 import { FMT_ID, type QuantTensor } from './formats';
 import { quantPrelude } from './quantize';
 
+/** Float weight formats the GEMV reads: 16-bit (two per u32 word) and f32 (one). */
+export type FloatW = 'f16' | 'bf16' | 'f32';
+
 /** Rows of X the GEMV kernels take. */
 export const GEMV_MAX_ROWS = 16;
 
@@ -112,7 +115,7 @@ export function gemvThreads(ctx: Context, nc: number, threads = 0): number {
 }
 
 /** The weight side of one GEMV launch. */
-interface GemvWeight {
+export interface GemvWeight {
   N: number;
   K: number;
   /** u32 words per row. */
@@ -122,7 +125,7 @@ interface GemvWeight {
   G: number;
   nb: number;
   /** quant format id (FMT) or the 16-bit float dtype. */
-  fmt: number | 'f16' | 'bf16';
+  fmt: number | FloatW;
   data: DeviceTensor;
   scales?: DeviceTensor;
 }
@@ -137,7 +140,7 @@ export function gemvSource(o: GemvShape): string {
   let pre =
     c('MR', MR) + c('R', o.R) + c('WG', o.WG) + c('NSG', o.NSG) + c('CW', CW) + c('CE', CE) +
     `const HAS_BIAS: bool = ${o.hasBias};\nconst FLOAT_W: bool = ${floatW};\n` +
-    `fn deq_f2(w: u32) -> vec2f { return ${floatW ? formatOf(o.fmt as string).wgsl.unpack('w') : 'vec2f(0.0)'}; }\n`;
+    `fn deq_f2(w: u32) -> vec2f { return ${!floatW ? 'vec2f(0.0)' : o.fmt === 'f32' ? 'vec2f(bitcast<f32>(w), 0.0)' : formatOf(o.fmt as string).wgsl.unpack('w')}; }\n`;
   // block scales: f16 ones through the hardware conversion (exact), f32 ones as stored
   const probe = (p: 'no-x' | 'no-deq' | 'no-scale') => o.probe === p || o.probe === 'w-only';
   const P = o.parts ?? 1;
@@ -151,7 +154,8 @@ export function gemvSource(o: GemvShape): string {
   // the chunk's element groups: [first element, size, WGSL of the unscaled values of row r]
   const groups: Group[] = [];
   const word = (r: number, j: number) => (CW > 1 ? `w_${r}[${j}]` : `w_${r}`);
-  if (floatW) {
+  if (floatW && epw === 1) groups.push([0, CW, (r) => `bitcast<vec${CW}f>(w_${r})`]); // f32: CW 2 or 4
+  else if (floatW) {
     if (CW > 1) for (let j = 0; j < CW; j += 2) groups.push([j * 2, 4, (r) => `vec4f(deq_f2(${word(r, j)}), deq_f2(${word(r, j + 1)}))`]);
     else groups.push([0, 2, (r) => `deq_f2(${word(r, 0)})`]);
   } else {
@@ -359,7 +363,7 @@ export interface GemvShape {
   CW: number;
   /** Elements per word. */
   epw: number;
-  fmt: number | 'f16' | 'bf16';
+  fmt: number | FloatW;
   xVec: boolean;
   hasBias: boolean;
   /** Scale the dequantized values (else each chunk's dot products, once). */
@@ -455,7 +459,7 @@ export interface GemvPartWeight {
   epw: number;
   G: number;
   nb: number;
-  fmt: number | 'f16' | 'bf16';
+  fmt: number | FloatW;
   data: DeviceTensor;
   scales?: DeviceTensor;
   bias?: DeviceTensor;
@@ -513,10 +517,16 @@ export function quantGemvDispatch(ctx: Context, x: DeviceTensor, q: QuantTensor,
   return plan(ctx, x, { N: l.N, K: l.K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID[q.spec.format], data: q.data, scales }, undefined, y, rowsOf(x));
 }
 
-/** The dispatch {@link gemv16} would encode for a 16-bit weight with even K on an adapter with subgroups. */
+/** The dispatch {@link gemv16} would encode for a float weight with even K on an adapter with subgroups. */
 export function gemv16Dispatch(ctx: Context, x: DeviceTensor, w: DeviceTensor, y: DeviceTensor): GemvDispatch {
+  return plan(ctx, x, floatWeight(w), undefined, y, rowsOf(x));
+}
+
+/** The GEMV's view of a float weight [N, K] (f16 / bf16: two elements per u32 word; f32: one). */
+export function floatWeight(w: DeviceTensor): GemvWeight & { fmt: FloatW } {
   const [N, K] = w.shape as [number, number];
-  return plan(ctx, x, { N, K, wpr: K / 2, epw: 2, G: 1, nb: 1, fmt: w.dtype as 'f16' | 'bf16', data: w }, undefined, y, rowsOf(x));
+  const epw = w.dtype === 'f32' ? 1 : 2;
+  return { N, K, wpr: K / epw, epw, G: 1, nb: 1, fmt: w.dtype as FloatW, data: w };
 }
 
 const rowsOf = (x: DeviceTensor) => numel(x.shape) / x.shape[x.shape.length - 1]!;
@@ -536,14 +546,14 @@ export interface Gemv16Options {
 }
 
 /**
- * `y = x W^T (+ bias)` for a 16-bit float weight W [N, K] (f16 or bf16, HF layout `[out, in]`) and 1..16 rows
+ * `y = x W^T (+ bias)` for a float weight W [N, K] (f16, bf16 or f32, HF layout `[out, in]`) and 1..16 rows
  * of x [..., K] (any float dtype): the decode-shape GEMV, reading W once, 16 bytes per load. The result is a new
  * f32 tensor [..., N]. Where the adapter has no subgroups, or K is odd (rows not whole u32 words), it runs
  * `matmul` instead.
  */
 export function gemv16(ctx: Context, x: DeviceTensor, w: DeviceTensor, opts: Gemv16Options = {}): DeviceTensor {
   assertFloat(x, 'gemv16', 'x');
-  if (w.dtype !== 'f16' && w.dtype !== 'bf16') throw new ShapeError(`gemv16: weight must be f16 or bf16, got ${w.dtype}`);
+  if (w.dtype !== 'f16' && w.dtype !== 'bf16' && w.dtype !== 'f32') throw new ShapeError(`gemv16: weight must be f16, bf16 or f32, got ${w.dtype}`);
   if (w.shape.length !== 2) throw new ShapeError(`gemv16: weight ${fmtShape(w.shape)} must be 2-D [out, in]`);
   const [N, K] = w.shape as [number, number];
   if (x.shape.length < 1 || x.shape[x.shape.length - 1] !== K) throw new ShapeError(`gemv16: input ${fmtShape(x.shape)} does not end in in_features ${K} of weight ${fmtShape(w.shape)}`);
@@ -564,6 +574,6 @@ export function gemv16(ctx: Context, x: DeviceTensor, w: DeviceTensor, opts: Gem
     matmul(ctx, { ...x, shape: [M, K] }, w, { transB: true, bias: opts.bias, out: { ...y, shape: [M, N] } });
     return y;
   }
-  launch(ctx, x, { N, K, wpr: K / 2, epw: 2, G: 1, nb: 1, fmt: w.dtype as 'f16' | 'bf16', data: w }, opts.bias, y, M);
+  launch(ctx, x, floatWeight(w), opts.bias, y, M);
   return y;
 }
