@@ -9,11 +9,11 @@ import { ioBindings } from '../kernel';
 import { cachedKernel } from '../kernel-cache';
 import { matmul } from '../ops/core/matmul';
 import { copy } from '../ops/core/transpose';
-import { FMT_ID, quantBytes, quantLayout, quantSpec, type QuantSpec, type QuantTensor } from '../ops/quant/formats';
-import { gemv16Dispatch, gemvTuning, gemvTuningCopy, planParts, quantGemvDispatch, type GemvClass, type GemvDispatch, type GemvPartWeight } from '../ops/quant/gemv';
+import { quantBytes, quantLayout, quantSpec, type QuantSpec, type QuantTensor } from '../ops/quant/formats';
+import { gemv16Dispatch, gemvTuning, gemvTuningCopy, planParts, quantGemvDispatch, quantWeight, type GemvClass, type GemvDispatch, type GemvPartWeight } from '../ops/quant/gemv';
 import { GEMV_SWEEP_LAYOUTS, gemvLayoutName } from '../ops/quant/gemv.cases';
 import { quantLinear } from '../ops/quant/qmatmul';
-import { dequantize, quantize, quantScales, releaseQuant } from '../ops/quant/quantize';
+import { dequantize, quantize, releaseQuant } from '../ops/quant/quantize';
 import { download, empty, release, upload, type DeviceTensor } from '../tensor';
 import { relErr } from '../testing';
 import { args, failedLayouts, gpuTime, log, measureCopy, quick, randomData, settleMs, spinMs, spinUp, SPECS, warmMs } from './quant-bench-common';
@@ -121,16 +121,14 @@ function rotatedQuant(ctx: Context, w16: DeviceTensor, spec: QuantSpec): Rotated
   const [N, K] = w16.shape as [number, number];
   const l = quantLayout(spec, N, K);
   const qs = Array.from({ length: copiesFor(quantBytes(spec, N, K)) }, () => quantize(ctx, w16, spec));
-  const sc = qs.map((q) => quantScales(ctx, q));
-  // the bytes the GEMV kernel reads of W: codes and its scales as it reads them (double-quantized scales are
-  // decoded to f32 by a separate dispatch first, not timed here)
-  const scaleBytes = N * l.nb * (spec.doubleQuant || l.scaleDtype !== 'f16' ? 4 : 2);
+  // the bytes the GEMV kernel reads of W: codes and its scales as it reads them (double-quantized: one byte per
+  // scale and an f32 absmax2 per 256, decoded in the kernel)
+  const scaleBytes = spec.doubleQuant ? N * l.nb + 4 * Math.ceil((N * l.nb) / 256) : N * l.nb * (l.scaleDtype !== 'f16' ? 4 : 2);
   return {
     qs,
     bytes: N * l.wpr * 4 + scaleBytes,
-    plan: (x, y) => qs.map((q, j) => quantGemvDispatch(ctx, x, q, sc[j]!.scales, y)),
+    plan: (x, y) => qs.map((q) => quantGemvDispatch(ctx, x, q, y)),
     free: () => {
-      for (const v of sc) if (v.owned) ctx.release(v.scales.buffer);
       for (const q of qs) releaseQuant(ctx, q);
     },
   };
@@ -407,9 +405,7 @@ export async function partsBench(ctx: Context, out: Record<string, unknown>): Pr
           if (kind === 'f16') return { w: { N, K, wpr: K / 2, epw: 2, G: 1, nb: 1, fmt: 'f16' as const, data: w16 }, free: () => release(ctx, w16) };
           const q = quantize(ctx, w16, int4);
           release(ctx, w16);
-          const sc = quantScales(ctx, q);
-          const l = q.layout;
-          return { w: { N, K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID.int4, data: q.data, scales: sc.scales }, q, free: () => releaseQuant(ctx, q) };
+          return { w: quantWeight(q), q, free: () => releaseQuant(ctx, q) };
         }),
       );
       const x = upload(ctx, randomData(K, 9), [1, K]);
@@ -423,7 +419,7 @@ export async function partsBench(ctx: Context, out: Record<string, unknown>): Pr
         end = at + N;
       }
       const one = (w: GemvPartWeight, y: DeviceTensor): GemvDispatch =>
-        kind === 'f16' ? gemv16Dispatch(ctx, x, w.data, y) : quantGemvDispatch(ctx, x, (made.flat().find((m) => m.w === w) as { q: QuantTensor }).q, w.scales!, y);
+        kind === 'f16' ? gemv16Dispatch(ctx, x, w.data, y) : quantGemvDispatch(ctx, x, (made.flat().find((m) => m.w === w) as { q: QuantTensor }).q, y);
       const sep = made.flatMap((ws) => ws.map((m, j) => one(m.w, ys[j]!)));
       const par = made.map((ws) => planParts(ctx, x, ws.map((m) => m.w), yAll, yo, 1));
       const separateUs: number[] = [];

@@ -9,9 +9,8 @@ import type { Context } from '../../context';
 import { ShapeError } from '../../errors';
 import { numel, type DeviceTensor } from '../../tensor';
 import { assertFloat, checkBinding, fmtShape } from '../core/util';
-import { FMT_ID, type QuantTensor } from './formats';
-import { floatWeight, gemvSubgroupsAvailable, GEMV_MAX_ROWS, partBindings, planParts, type GemvPartWeight } from './gemv';
-import { quantScales } from './quantize';
+import type { QuantTensor } from './formats';
+import { floatWeight, gemvSubgroupsAvailable, GEMV_MAX_ROWS, partBindings, planParts, quantWeight, type GemvPartWeight } from './gemv';
 
 /** One weight of {@link gemvParts}: quantized (`QuantTensor`) or a float matrix [N, K] (f16, bf16 or f32, HF
  *  Linear layout), with an optional bias [N]. */
@@ -56,7 +55,7 @@ export function gemvPartsProblem(ctx: Context, x: DeviceTensor, parts: readonly 
   }
   const hasBias = !!parts[0]!.bias;
   if (parts.some((p) => !!p.bias !== hasBias)) return 'biases on some weights only';
-  const need = partBindings(parts.length, isQuant(w0), hasBias).y;
+  const need = partBindings(parts.length, isQuant(w0), hasBias, isQuant(w0) && w0.spec.doubleQuant).y;
   const max = ctx.info.limits.maxStorageBuffersPerShaderStage ?? 8;
   if (need > max) return `${need} storage buffers per stage, the device allows ${max}`;
   return null;
@@ -75,7 +74,6 @@ export function gemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPar
   checkBinding(ctx, x, 'gemvParts', 'x');
   const K = x.shape[x.shape.length - 1]!;
   const M = numel(x.shape) / K;
-  const owned: DeviceTensor[] = [];
   const ws: GemvPartWeight[] = parts.map(({ weight: w, bias }) => {
     if (bias && numel(bias.shape) !== dims(w)[0]) throw new ShapeError(`gemvParts: bias ${fmtShape(bias.shape)} does not match out_features ${dims(w)[0]}`);
     if (bias) assertFloat(bias, 'gemvParts', 'bias');
@@ -83,10 +81,7 @@ export function gemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPar
       checkBinding(ctx, w, 'gemvParts', 'weight');
       return { ...floatWeight(w), bias };
     }
-    const { scales, owned: own } = quantScales(ctx, w);
-    if (own) owned.push(scales);
-    const l = w.layout;
-    return { N: l.N, K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID[w.spec.format], data: w.data, scales, bias };
+    return { ...quantWeight(w), bias };
   });
   // part j's block starts at a binding-aligned byte offset, so that each result can be a sub-buffer
   const align = ctx.bindingAlignment / 4;
@@ -103,6 +98,5 @@ export function gemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPar
   const lead = x.shape.slice(0, -1);
   const out = ws.map((w, j): DeviceTensor => ({ buffer: ctx.subBuffer(arena, 4 * yo[j]!, 4 * M * w.N), dtype: 'f32', shape: [...lead, w.N] }));
   ctx.release(arena);
-  for (const s of owned) ctx.release(s.buffer);
   return out;
 }

@@ -127,7 +127,10 @@ export interface GemvWeight {
   /** quant format id (FMT) or the 16-bit float dtype. */
   fmt: number | FloatW;
   data: DeviceTensor;
+  /** First-level scales as stored: f32 / f16 values, or (with `dq`) the u8 codes of double quantization. */
   scales?: DeviceTensor;
+  /** Double quantization (NF4 + dq), decoded in the kernel: absmax2 [ceil(N nb / 256)] and offset [1]. */
+  dq?: { absmax2: DeviceTensor; offset: DeviceTensor };
 }
 
 /** Generated WGSL of one kernel variant (exported for tests that inspect it). */
@@ -146,6 +149,7 @@ export function gemvSource(o: GemvShape): string {
   const P = o.parts ?? 1;
   if (P > 1) pre += partsPrelude(o, probe('no-scale'));
   else if (!floatW && probe('no-scale')) pre += 'fn scale_at(i: u32) -> f32 { return 1.0; }\n';
+  else if (o.dq) pre += `fn scale_at(i: u32) -> f32 { return ${dqScale('s', 'absmax2', 'offset')}; }\n`;
   else if (!floatW) pre += o.f16Scales ? 'fn scale_at(i: u32) -> f32 { return unpack2x16float(s[i >> 1u])[i & 1u]; }\n' : 'fn scale_at(i: u32) -> f32 { return read_s(i); }\n';
   // one x element (x4 and x cannot both be used by one entry point)
   if (o.xVec) pre += '@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\nfn xe(i: u32) -> f32 { return x4[i >> 2u][i & 3u]; }\n';
@@ -240,7 +244,7 @@ const rowsEnd = (o: GemvShape) => ((o.parts ?? 1) > 1 ? 'nEnd' : 'p.N');
 function partsPrelude(o: GemvShape, noScale: boolean): string {
   const P = o.parts!;
   const floatW = typeof o.fmt === 'string';
-  const b = partBindings(P, !floatW, o.hasBias);
+  const b = partBindings(P, !floatW, o.hasBias, o.dq);
   const js = [...Array(P).keys()];
   const by = (vals: string[]) => (P === 2 ? `select(${vals[1]}, ${vals[0]}, j == 0u)` : `select(select(${vals[2]}, ${vals[1]}, j == 1u), ${vals[0]}, j == 0u)`);
   let s = P === 2 ? 'fn part_of(u: u32) -> u32 { return select(1u, 0u, u < p.U1); }\n' : 'fn part_of(u: u32) -> u32 { return select(select(2u, 1u, u < p.U2), 0u, u < p.U1); }\n';
@@ -252,15 +256,21 @@ function partsPrelude(o: GemvShape, noScale: boolean): string {
     for (const j of js)
       s += noScale
         ? `fn scale_at_${j}(i: u32) -> f32 { return 1.0; }\n`
-        : `fn scale_at_${j}(i: u32) -> f32 { return ${o.f16Scales ? `unpack2x16float(s${j}[i >> 1u])[i & 1u]` : `read_s${j}(i)`}; }\n`;
+        : `fn scale_at_${j}(i: u32) -> f32 { return ${o.dq ? dqScale(`s${j}`, `absmax2_${j}`, `offset_${j}`) : o.f16Scales ? `unpack2x16float(s${j}[i >> 1u])[i & 1u]` : `read_s${j}(i)`}; }\n`;
   const bias = js.map((j) => (j < P - 1 ? `if (j == ${j}u) { return read_b${j}(n); }` : `return read_b${j}(n);`)).join(' ');
   s += `fn bias_at(j: u32, n: u32) -> f32 { ${o.hasBias ? bias : 'return 0.0;'} }\n`;
   return s;
 }
 
-/** Binding numbers of a parts GEMV: x 1, then each part's words (and scales), then the biases, then y. */
-export function partBindings(P: number, quant: boolean, hasBias: boolean): { q: number[]; s: number[]; b: number[]; y: number } {
-  const per = quant ? 2 : 1;
+/** Scale i of double-quantized codes (NF4 + dq, layout in formats.ts): DYN_MAP[code] * absmax2[i / 256] + offset,
+ *  what `shaders/dequant-dq-scales.wgsl` writes out, read where the GEMV needs it. */
+const dqScale = (codes: string, absmax2: string, offset: string) =>
+  `DYN_MAP[(${codes}[i >> 2u] >> (8u * (i & 3u))) & 0xffu] * read_${absmax2}(i >> 8u) + read_${offset}(0u)`;
+
+/** Binding numbers of a parts GEMV: x 1, then each part's words and scales (and double-quantization state), then
+ *  the biases, then y. */
+export function partBindings(P: number, quant: boolean, hasBias: boolean, dq = false): { q: number[]; s: number[]; b: number[]; y: number } {
+  const per = quant ? (dq ? 4 : 2) : 1;
   const q = [...Array(P).keys()].map((j) => 2 + per * j);
   const s = quant ? q.map((v) => v + 1) : [];
   const b = hasBias ? [...Array(P).keys()].map((j) => 2 + per * P + j) : [];
@@ -384,6 +394,8 @@ export interface GemvShape {
   decode?: 'mask' | 'shift';
   /** Several weights in one dispatch (2 or 3; unset: one), see {@link gemvParts}. */
   parts?: number;
+  /** The scales are double-quantized codes, decoded where they are read (`scale_at`). */
+  dq?: boolean;
 }
 
 /** One GEMV dispatch, planned but not encoded: the kernel, its bindings, workgroups and params (what
@@ -413,7 +425,7 @@ function shapeFor(ctx: Context, x: DeviceTensor, w: GemvWeight, N: number, M: nu
   const preScale = M * R > 16 || !unroll;
   const { min: sgMin, max: sgMax } = ctx.info.subgroupSizes;
   const sgRows = set.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(sDtype === 'f16' && !floatW ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}), ...(parts ? { parts } : {}) };
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(w.dq ? { dq: true } : {}), ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(sDtype === 'f16' && !floatW && !w.dq ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}), ...(parts ? { parts } : {}) };
   const nwg = Math.ceil(N / (sgRows ? (R * WG) / sgMax : R));
   return { o, nc, nwg, sgRows };
 }
@@ -442,13 +454,15 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
       { name: 's', access: 'read', dtype: s.dtype },
       { name: 'bias', access: 'read', dtype: b.dtype },
       { name: 'y', access: 'rw', dtype: 'f32' },
+      ...(w.dq ? [{ name: 'absmax2', access: 'read' as const, dtype: 'f32' as const }, { name: 'offset', access: 'read' as const, dtype: 'f32' as const }] : []),
     ],
     params: ['u32:N', 'u32:K', 'u32:G', 'u32:nb', 'u32:nc', 'u32:gx', 'u32:one'],
     constants: floatW ? undefined : { FMT: w.fmt as number },
     enables: ['subgroups'],
   }));
   const workgroups = grid2(nwg);
-  return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer], workgroups, params: [N, K, w.G, w.nb, nc, workgroups[0], 1] };
+  const dq = w.dq ? [w.dq.absmax2.buffer, w.dq.offset.buffer] : [];
+  return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer, ...dq], workgroups, params: [N, K, w.G, w.nb, nc, workgroups[0], 1] };
 }
 
 /** The weight side of a parts GEMV, as {@link planParts} takes it (`GemvWeight` of one part, with its bias). */
@@ -462,6 +476,7 @@ export interface GemvPartWeight {
   fmt: number | FloatW;
   data: DeviceTensor;
   scales?: DeviceTensor;
+  dq?: { absmax2: DeviceTensor; offset: DeviceTensor };
   bias?: DeviceTensor;
 }
 
@@ -493,6 +508,7 @@ export function planParts(ctx: Context, x: DeviceTensor, ws: readonly GemvPartWe
       ...js.flatMap((j) => [
         { name: `q${j}`, access: 'read' as const, dtype: 'u32' as const },
         ...(floatW ? [] : [{ name: `s${j}`, access: 'read' as const, dtype: sDtype }]),
+        ...(w0.dq ? [{ name: `absmax2_${j}`, access: 'read' as const, dtype: 'f32' as const }, { name: `offset_${j}`, access: 'read' as const, dtype: 'f32' as const }] : []),
       ]),
       ...bDtypes.map((d, j) => ({ name: `b${j}`, access: 'read' as const, dtype: d })),
       { name: 'y', access: 'rw', dtype: 'f32' },
@@ -502,7 +518,7 @@ export function planParts(ctx: Context, x: DeviceTensor, ws: readonly GemvPartWe
     enables: ['subgroups'],
   }));
   const workgroups = grid2(nwg);
-  const buffers = [x.buffer, ...ws.flatMap((w) => (floatW ? [w.data.buffer] : [w.data.buffer, w.scales!.buffer])), ...(hasBias ? ws.map((w) => w.bias!.buffer) : []), y.buffer];
+  const buffers = [x.buffer, ...ws.flatMap((w) => (floatW ? [w.data.buffer] : [w.data.buffer, w.scales!.buffer, ...(w.dq ? [w.dq.absmax2.buffer, w.dq.offset.buffer] : [])])), ...(hasBias ? ws.map((w) => w.bias!.buffer) : []), y.buffer];
   return { kernel, buffers, workgroups, params: [w0.N, w0.K, w0.G, w0.nb, nc, workgroups[0], 1, ws[1]!.N, ws[2]?.N ?? 0, U1, U2, yo[1] ?? 0, yo[2] ?? 0] };
 }
 
@@ -512,9 +528,8 @@ function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor
 }
 
 /** The dispatch {@link quantGemvSg} would encode (benchmarks). */
-export function quantGemvDispatch(ctx: Context, x: DeviceTensor, q: QuantTensor, scales: DeviceTensor, y: DeviceTensor): GemvDispatch {
-  const l = q.layout;
-  return plan(ctx, x, { N: l.N, K: l.K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID[q.spec.format], data: q.data, scales }, undefined, y, rowsOf(x));
+export function quantGemvDispatch(ctx: Context, x: DeviceTensor, q: QuantTensor, y: DeviceTensor): GemvDispatch {
+  return plan(ctx, x, quantWeight(q), undefined, y, rowsOf(x));
 }
 
 /** The dispatch {@link gemv16} would encode for a float weight with even K on an adapter with subgroups. */
@@ -531,11 +546,18 @@ export function floatWeight(w: DeviceTensor): GemvWeight & { fmt: FloatW } {
 
 const rowsOf = (x: DeviceTensor) => numel(x.shape) / x.shape[x.shape.length - 1]!;
 
-/** The subgroup GEMV of a quantized weight (first-level scales already decoded: `quantScales`). Used by
- *  `quantLinear`; x [M, K] with M <= 16, y f32 [M, N]. */
-export function quantGemvSg(ctx: Context, x: DeviceTensor, q: QuantTensor, scales: DeviceTensor, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {
+/** The GEMV's view of a quantized weight: its codes and stored scales (double-quantized ones decoded in the kernel). */
+export function quantWeight(q: QuantTensor): GemvWeight {
   const l = q.layout;
-  launch(ctx, x, { N: l.N, K: l.K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID[q.spec.format], data: q.data, scales }, bias, y, M);
+  if (q.spec.doubleQuant && (!q.absmax2 || !q.offset)) throw new ShapeError('quantized weight: double quantization state (absmax2, offset) is missing');
+  const dq = q.spec.doubleQuant ? { dq: { absmax2: q.absmax2!, offset: q.offset! } } : {};
+  return { N: l.N, K: l.K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID[q.spec.format], data: q.data, scales: q.scales, ...dq };
+}
+
+/** The subgroup GEMV of a quantized weight (double-quantized scales decoded where they are read). Used by
+ *  `quantLinear`; x [M, K] with M <= 16, y f32 [M, N]. */
+export function quantGemvSg(ctx: Context, x: DeviceTensor, q: QuantTensor, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {
+  launch(ctx, x, quantWeight(q), bias, y, M);
 }
 
 /** Options of {@link gemv16}. */

@@ -74,12 +74,13 @@ export function quantLinear(ctx: Context, x: DeviceTensor, w: QuantTensor, opts:
     ctx.release(wd.buffer);
     return y;
   }
+  if (variant === 'gemv' && quantTuning.gemv === 'auto' && gemvSubgroupsAvailable(ctx)) {
+    quantGemvSg(ctx, x, w, opts.bias, y, M); // double-quantized scales decoded in the kernel
+    return y;
+  }
   const { scales, owned } = quantScales(ctx, w);
   const bias = opts.bias ?? x;
-  if (variant === 'gemv') {
-    if (quantTuning.gemv === 'auto' && gemvSubgroupsAvailable(ctx)) quantGemvSg(ctx, x, w, scales, opts.bias, y, M);
-    else gemv(ctx, x, w, scales, bias, !!opts.bias, y, M);
-  }
+  if (variant === 'gemv') gemv(ctx, x, w, scales, bias, !!opts.bias, y, M);
   else tiled(ctx, x, w, scales, bias, !!opts.bias, y, M, false);
   if (owned) ctx.release(scales.buffer);
   return y;
