@@ -3,9 +3,12 @@
 // tokens; with `--fuse=on,off`, also with q/k/v and gate/up run one projection at a time (`fusionSettings`), and the
 // dispatches per token of each; with `--profile`, one more run of each with per-kernel GPU times (timestamp
 // queries, one pass per dispatch): GPU microseconds per token by kernel, against the run's wall time per token.
+// With `--cold`, the first 12 token intervals (ms) of the warm-up run, the process's first (interval 0: prompt to
+// first token), are printed as `coldIntervalsMs`: the kernels built during the first decoding steps show there
+// (the CLI's one run of `rusty generate` pays them).
 // Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
 //   bash .gpu/run.sh decode-submit <model dir> [--tokens=128] [--quantize=int4|nf4|int8] [--dtype=bf16]
-//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--profile]
+//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--profile] [--cold]
 import { createContext, type DType, type QuantFormat } from '@rusty/backend';
 import { fusionSettings, generateStream, type CausalLM } from '@rusty/graph';
 import { loadPretrained } from '@rusty/loader';
@@ -26,24 +29,31 @@ const { model } = await loadPretrained(ctx, dir, { dtype: (opt('dtype') as DType
 const lm = model as unknown as CausalLM;
 const prompt = Array.from({ length: 24 }, (_, i) => (100 + 37 * i) % lm.config.vocabSize);
 
-/** Tokens/s after the first token, the ids, and dispatches per token after the first. */
-async function run(every: number): Promise<{ rate: number; ids: number[]; perToken: number }> {
+/** Tokens/s after the first token, the ids, dispatches per token after the first, and the first intervals (ms). */
+async function run(every: number): Promise<{ rate: number; ids: number[]; perToken: number; intervals: number[] }> {
   const ids: number[] = [];
   let t1 = 0;
   let d1 = 0;
+  let last = performance.now();
+  const intervals: number[] = [];
   for await (const id of generateStream(lm, prompt, { maxNewTokens: tokens, temperature: 0, stopTokens: [], submitEvery: every })) {
     ids.push(id);
+    const now = performance.now();
+    if (intervals.length < 12) intervals.push(+(now - last).toFixed(1));
+    last = now;
     if (ids.length === 1) {
       t1 = performance.now();
       d1 = ctx.stats.dispatches;
     }
   }
-  return { rate: (ids.length - 1) / ((performance.now() - t1) / 1e3), ids, perToken: (ctx.stats.dispatches - d1) / (ids.length - 1) };
+  return { rate: (ids.length - 1) / ((performance.now() - t1) / 1e3), ids, perToken: (ctx.stats.dispatches - d1) / (ids.length - 1), intervals };
 }
 
+let coldIntervalsMs: number[] | undefined;
 for (const fuse of fuses) {
   fusionSettings.projections = fuse;
-  await run(64); // warm-up: kernels built, pool filled
+  const r = await run(64); // warm-up: kernels built, pool filled
+  coldIntervalsMs ??= r.intervals;
 }
 const rates: Record<string, number[]> = {};
 const dispatchesPerToken: Record<string, number> = {};
@@ -75,5 +85,5 @@ if (profile)
     const sumUs = +kernels.reduce((a, k) => a + k.us, 0).toFixed(1);
     gpu[fuse ? 'fused' : 'unfused'] = { wallUsPerToken: +wallUs.toFixed(1), gpuUsPerToken: sumUs, kernels: kernels.slice(0, 14) };
   }
-console.log(JSON.stringify({ dir, quantize: quantize ?? null, dtype: opt('dtype') ?? 'f32', tokens, rates, dispatchesPerToken, sameTokens: same, sameFusedUnfused, ...(profile ? { gpu } : {}) }));
+console.log(JSON.stringify({ dir, quantize: quantize ?? null, dtype: opt('dtype') ?? 'f32', tokens, rates, dispatchesPerToken, sameTokens: same, sameFusedUnfused, ...(profile ? { gpu } : {}), ...(args.includes('--cold') ? { coldIntervalsMs } : {}) }));
 ctx.destroy();
