@@ -22,6 +22,14 @@
 //   loads are in flight while this one is computed), the unrolled
 //   dequantize-and-dot of a whole chunk, the masked element loop of a row's last, partial chunk, the
 //   subgroupAdd of every accumulator (//@reduce), and for main_rows (below) its sums written out (//@rows_out).
+// Variants (ops/quant/gemv.ts): f32 weights (FLOAT_W, one element per word: chunks bit-cast to vec2f / vec4f);
+//   double-quantized NF4 scales (`dq`): s holds their u8 codes and the wrapper adds bindings absmax2 and offset
+//   after y, and scale_at decodes DYN_MAP[code] * absmax2[i / 256] + offset where a scale is read; several weights
+//   in one dispatch (`parts`, ops/quant/gemv-parts.ts): bindings x, then each part's q / s (/ absmax2 / offset),
+//   the parts' biases, y; the wrapper replaces the n0 lines of both entry points by the unit's part pj, its first
+//   row n0 in that part, the part's rows nEnd and its block of y at yb (part_of / unit0 / rows_of / yo_of over
+//   params N, N1, N2, U1, U2, yo1, yo2), the //@walk line by one walk per part on that part's bindings, and the
+//   output index and bias by the part's.
 // Grid: ceil(N / R) workgroups (x + y * gx). Workgroup: WG threads; thread t takes chunks t, t + WG, ... of the R
 //   rows n0 .. n0 + R - 1 (n0 = R * workgroup index; rows past N read row N - 1 and write nothing), so one load
 //   instruction of a subgroup reads consecutive 16-byte words of one row, and each X chunk read serves R rows.

@@ -130,6 +130,7 @@ describe('gemv16 (the float-weight GEMV: f16 / bf16, the baseline of the quantiz
     ['f32', 2, 9, 31],
     ['f32', 1, 11, 300, { few: { subgroupRows: true, rows: 2, threads: 0, prefetch: true } }],
     ['f32', 1, 13, 204, { few: { subgroupRows: false, rows: 4, threads: 32, chunkWords: 2 } }],
+    ['f32', 2, 9, 70, { few: { subgroupRows: false, rows: 2, threads: 0, chunkWords: 1 } }], // f32 chunks stay 2 words
     ['f16', 1, 33, 136],
     ['bf16', 2, 17, 64],
     ['f16', 3, 10, 50],

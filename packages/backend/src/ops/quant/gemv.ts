@@ -124,7 +124,7 @@ export interface GemvWeight {
   epw: number;
   G: number;
   nb: number;
-  /** quant format id (FMT) or the 16-bit float dtype. */
+  /** quant format id (FMT) or the float dtype. */
   fmt: number | FloatW;
   data: DeviceTensor;
   /** First-level scales as stored: f32 / f16 values, or (with `dq`) the u8 codes of double quantization. */
@@ -416,6 +416,7 @@ function shapeFor(ctx: Context, x: DeviceTensor, w: GemvWeight, N: number, M: nu
   const set = small ? gemvTuning.oneSmall!.set : (floatW ? gemvTuning.float : gemvTuning)[cls];
   let CW: number = set.chunkWords ?? 4;
   while (wpr % CW) CW /= 2;
+  if (epw === 1 && CW < 2) CW = 2; // f32 weights: a chunk is a vec2f at least (K is even here)
   const nc = wpr / CW;
   const R = Math.min(set.rows, N);
   const WG = gemvThreads(ctx, nc, set.threads);
@@ -466,17 +467,7 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
 }
 
 /** The weight side of a parts GEMV, as {@link planParts} takes it (`GemvWeight` of one part, with its bias). */
-export interface GemvPartWeight {
-  N: number;
-  K: number;
-  wpr: number;
-  epw: number;
-  G: number;
-  nb: number;
-  fmt: number | FloatW;
-  data: DeviceTensor;
-  scales?: DeviceTensor;
-  dq?: { absmax2: DeviceTensor; offset: DeviceTensor };
+export interface GemvPartWeight extends GemvWeight {
   bias?: DeviceTensor;
 }
 
