@@ -65,7 +65,7 @@ export async function streamText(
   prompt: string,
   s: SampleOptions,
   write: (text: string) => void,
-): Promise<{ text: string; tokens: number; seconds: number; firstTokenSeconds: number }> {
+): Promise<{ text: string; tokens: number; seconds: number; firstTokenSeconds: number; secondTokenSeconds: number }> {
   const ids = tok.encode(prompt);
   if (!ids.length) throw new UsageError('generate: the prompt encodes to no tokens');
   if (ids.length + s.maxNewTokens > model.config.maxPositionEmbeddings)
@@ -76,8 +76,10 @@ export async function streamText(
   let shown = '';
   const t0 = performance.now();
   let first = NaN;
+  let second = NaN;
   for await (const id of model.generateStream(ids, { maxNewTokens: s.maxNewTokens, temperature: s.temperature, topK: s.topK, topP: s.topP, seed: s.seed })) {
     if (Number.isNaN(first)) first = (performance.now() - t0) / 1000;
+    else if (Number.isNaN(second)) second = (performance.now() - t0) / 1000;
     out.push(id);
     const text = tok.decode(out, { skipSpecialTokens: true });
     const stable = text.endsWith('\uFFFD') ? text.replace(/\uFFFD+$/, '') : text;
@@ -88,7 +90,7 @@ export async function streamText(
   }
   const final = tok.decode(out, { skipSpecialTokens: true });
   if (final.startsWith(shown) && final.length > shown.length) write(final.slice(shown.length));
-  return { text: final, tokens: out.length, seconds: (performance.now() - t0) / 1000, firstTokenSeconds: first };
+  return { text: final, tokens: out.length, seconds: (performance.now() - t0) / 1000, firstTokenSeconds: first, secondTokenSeconds: second };
 }
 
 async function load(ctx: Context, o: { model: string; adapter?: string; tokenizer?: string; dtype?: 'f32' | 'f16' | 'bf16'; quantize?: QuantSpec }) {
@@ -119,6 +121,18 @@ export async function preflightModel(o: { model?: string; adapter?: string; toke
 
 export { load as loadForInference };
 
+/**
+ * The summary line of a run: tokens, time, the first token's time and the rate after it; from 3 tokens on, also the
+ * rate after the first decoding step, the one that builds the decoding kernels (0.7-1.7 s for a 7B model on an
+ * H100 the first time a machine runs them; the driver caches them for later runs: docs/PERFORMANCE.md).
+ */
+export function generateSummary(r: { tokens: number; seconds: number; firstTokenSeconds: number; secondTokenSeconds: number }): string {
+  const rate = r.tokens > 1 ? (r.tokens - 1) / Math.max(1e-9, r.seconds - r.firstTokenSeconds) : NaN;
+  const steady = r.tokens > 2 ? (r.tokens - 2) / Math.max(1e-9, r.seconds - r.secondTokenSeconds) : NaN;
+  const after = Number.isFinite(steady) ? `; ${steady.toFixed(1)} tokens/s after the first decoding step, which builds its kernels` : '';
+  return `generate: ${r.tokens} tokens in ${fmtDuration(r.seconds)} (first token ${fmtDuration(r.firstTokenSeconds)}${Number.isFinite(rate) ? `, then ${rate.toFixed(1)} tokens/s${after}` : ''})`;
+}
+
 export async function generateCommand(argv: string[]): Promise<number> {
   const { opts: o } = parseArgs(generateSpec, argv);
   if (o.prompt === undefined && !o.ids) throw new UsageError('generate: --prompt "..." is required (see rusty generate --help)');
@@ -146,10 +160,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
     if (o.echo) process.stdout.write(prompt);
     const r = await streamText(model, tokenizer, prompt, o, (t) => process.stdout.write(t));
     process.stdout.write('\n');
-    const rate = r.tokens > 1 ? (r.tokens - 1) / Math.max(1e-9, r.seconds - r.firstTokenSeconds) : NaN;
-    process.stderr.write(
-      `generate: ${r.tokens} tokens in ${fmtDuration(r.seconds)} (first token ${fmtDuration(r.firstTokenSeconds)}${Number.isFinite(rate) ? `, then ${rate.toFixed(1)} tokens/s` : ''})\n`,
-    );
+    process.stderr.write(generateSummary(r) + '\n');
     model.dispose();
     return EXIT_OK;
   } finally {
