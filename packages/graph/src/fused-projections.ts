@@ -1,4 +1,4 @@
-import { gemvParts, gemvPartsProblem, quantTuning, type GemvPart } from '@rusty/backend';
+import { quantTuning, tryGemvParts, type GemvPart } from '@rusty/backend';
 import { computeDtype, isGradEnabled, Tensor } from '@rusty/autograd';
 import type { Projection } from './attention';
 import { Linear } from './layers';
@@ -35,6 +35,5 @@ export function fusedProjections(projs: readonly Projection[], x: Tensor): Tenso
     if (!part) return null;
     parts.push(part);
   }
-  if (gemvPartsProblem(x.ctx, x.data, parts)) return null;
-  return gemvParts(x.ctx, x.data, parts).map((y) => new Tensor(x.ctx, y));
+  return tryGemvParts(x.ctx, x.data, parts)?.map((y) => new Tensor(x.ctx, y)) ?? null;
 }

@@ -10,7 +10,8 @@ import { cachedKernel } from '../kernel-cache';
 import { matmul } from '../ops/core/matmul';
 import { copy } from '../ops/core/transpose';
 import { quantBytes, quantLayout, quantSpec, type QuantSpec, type QuantTensor } from '../ops/quant/formats';
-import { gemv16Dispatch, gemvTuning, gemvTuningCopy, planParts, quantGemvDispatch, quantWeight, type GemvClass, type GemvDispatch, type GemvPartWeight } from '../ops/quant/gemv';
+import { floatWeight, gemv16Dispatch, gemvTuning, gemvTuningCopy, planParts, quantGemvDispatch, quantWeight, type GemvClass, type GemvDispatch } from '../ops/quant/gemv';
+import { partOffsets } from '../ops/quant/gemv-parts';
 import { GEMV_SWEEP_LAYOUTS, gemvLayoutName } from '../ops/quant/gemv.cases';
 import { quantLinear } from '../ops/quant/qmatmul';
 import { dequantize, quantize, releaseQuant } from '../ops/quant/quantize';
@@ -398,29 +399,21 @@ export async function partsBench(ctx: Context, out: Record<string, unknown>): Pr
       const total = Ns.reduce((a, b) => a + b, 0);
       const bytes = kind === 'int4' ? quantBytes(int4, total, K) : 2 * total * K;
       const copies = copiesFor(bytes);
-      // per copy, each part's weight (and its scales)
+      const x = upload(ctx, randomData(K, 9), [1, K]);
+      // per copy, each part's weight as the GEMV sees it, and its dispatch alone
       const made = Array.from({ length: copies }, (_, c) =>
         Ns.map((N, j) => {
           const w16 = upload(ctx, randomData(N * K, 7 + j + c, 0.02), [N, K], 'f16');
-          if (kind === 'f16') return { w: { N, K, wpr: K / 2, epw: 2, G: 1, nb: 1, fmt: 'f16' as const, data: w16 }, free: () => release(ctx, w16) };
+          if (kind === 'f16') return { w: floatWeight(w16), alone: (y: DeviceTensor) => gemv16Dispatch(ctx, x, w16, y), free: () => release(ctx, w16) };
           const q = quantize(ctx, w16, int4);
           release(ctx, w16);
-          return { w: quantWeight(q), q, free: () => releaseQuant(ctx, q) };
+          return { w: quantWeight(q), alone: (y: DeviceTensor) => quantGemvDispatch(ctx, x, q, y), free: () => releaseQuant(ctx, q) };
         }),
       );
-      const x = upload(ctx, randomData(K, 9), [1, K]);
       const ys = Ns.map((N) => empty(ctx, [1, N]));
-      const yAll = empty(ctx, [Ns.length * (ctx.bindingAlignment / 4) + total]);
-      const yo: number[] = [];
-      let end = 0;
-      for (const N of Ns) {
-        const at = Math.ceil(end / (ctx.bindingAlignment / 4)) * (ctx.bindingAlignment / 4);
-        yo.push(at);
-        end = at + N;
-      }
-      const one = (w: GemvPartWeight, y: DeviceTensor): GemvDispatch =>
-        kind === 'f16' ? gemv16Dispatch(ctx, x, w.data, y) : quantGemvDispatch(ctx, x, (made.flat().find((m) => m.w === w) as { q: QuantTensor }).q, y);
-      const sep = made.flatMap((ws) => ws.map((m, j) => one(m.w, ys[j]!)));
+      const { yo, end } = partOffsets(ctx, Ns, 1);
+      const yAll = empty(ctx, [end]);
+      const sep = made.flatMap((ws) => ws.map((m, j) => m.alone(ys[j]!)));
       const par = made.map((ws) => planParts(ctx, x, ws.map((m) => m.w), yAll, yo, 1));
       const separateUs: number[] = [];
       const partsUs: number[] = [];

@@ -14,7 +14,7 @@ export {
   type HostQuant,
 } from './quant/quant.ref';
 export { gemv16, gemvTuning, gemvSubgroupsAvailable, GEMV_MAX_ROWS, type Gemv16Options } from './quant/gemv';
-export { gemvParts, gemvPartsProblem, type GemvPart } from './quant/gemv-parts';
+export { gemvParts, gemvPartsProblem, tryGemvParts, type GemvPart } from './quant/gemv-parts';
 export {
   int8Linear,
   int8Matmul,

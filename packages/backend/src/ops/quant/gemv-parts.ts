@@ -61,6 +61,20 @@ export function gemvPartsProblem(ctx: Context, x: DeviceTensor, parts: readonly 
   return null;
 }
 
+/** Where each part's [M, N_j] result starts in the one result buffer (elements; binding-aligned, so that each
+ *  result can be a sub-buffer), and the buffer's length in elements. */
+export function partOffsets(ctx: Context, Ns: readonly number[], M: number): { yo: number[]; end: number } {
+  const align = ctx.bindingAlignment / 4;
+  const yo: number[] = [];
+  let end = 0;
+  for (const N of Ns) {
+    const at = Math.ceil(end / align) * align;
+    yo.push(at);
+    end = at + M * N;
+  }
+  return { yo, end };
+}
+
 /**
  * `y_j = x W_j^T (+ b_j)` for each part j, in one dispatch: x [..., K] (1..16 rows, any float dtype). Returns
  * one f32 tensor [..., N_j] per part, each a sub-buffer of one buffer (release each as usual). The same
@@ -68,9 +82,16 @@ export function gemvPartsProblem(ctx: Context, x: DeviceTensor, parts: readonly 
  * for the rows of all parts together). Throws a ShapeError where {@link gemvPartsProblem} names a problem.
  */
 export function gemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[]): DeviceTensor[] {
+  const out = tryGemvParts(ctx, x, parts);
+  if (!out) throw new ShapeError(`gemvParts: ${gemvPartsProblem(ctx, x, parts)}`);
+  return out;
+}
+
+/** {@link gemvParts}, or null (nothing encoded) where {@link gemvPartsProblem} names a problem: for callers
+ *  that fall back to one GEMV per weight, with the check made once. */
+export function tryGemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[]): DeviceTensor[] | null {
   assertFloat(x, 'gemvParts', 'x');
-  const problem = gemvPartsProblem(ctx, x, parts);
-  if (problem) throw new ShapeError(`gemvParts: ${problem}`);
+  if (gemvPartsProblem(ctx, x, parts)) return null;
   checkBinding(ctx, x, 'gemvParts', 'x');
   const K = x.shape[x.shape.length - 1]!;
   const M = numel(x.shape) / K;
@@ -83,15 +104,7 @@ export function gemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPar
     }
     return { ...quantWeight(w), bias };
   });
-  // part j's block starts at a binding-aligned byte offset, so that each result can be a sub-buffer
-  const align = ctx.bindingAlignment / 4;
-  const yo: number[] = [];
-  let end = 0;
-  for (const w of ws) {
-    const at = Math.ceil(end / align) * align;
-    yo.push(at);
-    end = at + M * w.N;
-  }
+  const { yo, end } = partOffsets(ctx, ws.map((w) => w.N), M);
   const arena = ctx.alloc(4 * end);
   const d = planParts(ctx, x, ws, { buffer: arena, dtype: 'f32', shape: [end] }, yo, M);
   ctx.dispatch(d.kernel, d.buffers, d.workgroups, d.params);

@@ -14,7 +14,7 @@ import { empty, numel, type DeviceTensor } from '../../tensor';
 import { matmul } from '../core/matmul';
 import { assertFloat, checkBinding, checkOut, fmtShape } from '../core/util';
 import { FMT_ID, type QuantTensor } from './formats';
-import { quantPrelude } from './quantize';
+import { dqState, quantPrelude } from './quantize';
 
 /** Float weight formats the GEMV reads: 16-bit (two per u32 word) and f32 (one). */
 export type FloatW = 'f16' | 'bf16' | 'f32';
@@ -540,8 +540,7 @@ const rowsOf = (x: DeviceTensor) => numel(x.shape) / x.shape[x.shape.length - 1]
 /** The GEMV's view of a quantized weight: its codes and stored scales (double-quantized ones decoded in the kernel). */
 export function quantWeight(q: QuantTensor): GemvWeight {
   const l = q.layout;
-  if (q.spec.doubleQuant && (!q.absmax2 || !q.offset)) throw new ShapeError('quantized weight: double quantization state (absmax2, offset) is missing');
-  const dq = q.spec.doubleQuant ? { dq: { absmax2: q.absmax2!, offset: q.offset! } } : {};
+  const dq = q.spec.doubleQuant ? { dq: dqState(q) } : {};
   return { N: l.N, K: l.K, wpr: l.wpr, epw: l.epw, G: l.G, nb: l.nb, fmt: FMT_ID[q.spec.format], data: q.data, scales: q.scales, ...dq };
 }
 

@@ -80,13 +80,19 @@ function doubleQuantize(ctx: Context, a: DeviceTensor): Pick<QuantTensor, 'scale
   return { scales: codes, absmax2, offset };
 }
 
+/** A double-quantized weight's second-level state (absmax2, offset); a ShapeError where it is missing. */
+export function dqState(q: QuantTensor): { absmax2: DeviceTensor; offset: DeviceTensor } {
+  if (!q.absmax2 || !q.offset) throw new ShapeError('quantized weight: double quantization state (absmax2, offset) is missing');
+  return { absmax2: q.absmax2, offset: q.offset };
+}
+
 /**
  * The first-level scales a kernel reads: the stored tensor itself, or (double quantization) a new f32 [N, nb]
  * tensor decoded on the GPU. `owned` says whether the caller must release it.
  */
 export function quantScales(ctx: Context, q: QuantTensor): { scales: DeviceTensor; owned: boolean } {
   if (!q.spec.doubleQuant) return { scales: q.scales, owned: false };
-  if (!q.absmax2 || !q.offset) throw new ShapeError('quantized weight: double quantization state (absmax2, offset) is missing');
+  const { absmax2, offset } = dqState(q);
   const L = q.layout.N * q.layout.nb;
   const s = empty(ctx, [q.layout.N, q.layout.nb], 'f32');
   const k = cachedKernel(ctx, 'dequant-dq-scales', () => ({
@@ -101,7 +107,7 @@ export function quantScales(ctx: Context, q: QuantTensor): { scales: DeviceTenso
     params: ['u32:L', 'u32:row'],
   }));
   const { wg, row } = grid1d(L, 256);
-  ctx.dispatch(k, [q.scales.buffer, q.absmax2.buffer, q.offset.buffer, s.buffer], wg, [L, row]);
+  ctx.dispatch(k, [q.scales.buffer, absmax2.buffer, offset.buffer, s.buffer], wg, [L, row]);
   return { scales: s, owned: true };
 }
 
