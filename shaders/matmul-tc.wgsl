@@ -23,7 +23,10 @@
 //   in halves of one staged slice), the
 //   aliases Lm / Rm / Acc of the three matrix types (and CmT, the SM x SK block that CM variants copy), the
 //   load type UV (vec4u or u32), load_l(off) / load_r(off) (subgroupMatrixLoad from As / Bs with the layout the
-//   operand's storage needs), at_a(e) / at_b(e) (one element as f32, for unaligned operands), fetch_a / fetch_b
+//   operand's storage needs), the workgroup memory (the staged slices As / Bs, f16, and the epilogue scratch Cs,
+//   f32, as three arrays; or, for BV variants, one `smem` buffer (WGSL buffer_view) whose typed views these
+//   functions use: 16-byte unit stores, and the scratch over the slices, which are done with by then) and
+//   cs_get(i) (scratch element i), at_a(e) / at_b(e) (one element as f32, for unaligned operands), fetch_a / fetch_b
 //   (one unit of a slice from global memory) and put_a / put_b (one unit into workgroup memory), and the flags
 //   VEC_A, VEC_B (vector loads: the operand's contiguous dim and batch stride are multiples of 8), HAS_BIAS,
 //   ACCUM, DIRECT (store full tiles straight to C when there is no epilogue: alpha 1, no bias, no accumulate),
@@ -55,10 +58,6 @@ const A_UPR: u32 = A_COLS / VW;
 const B_UPR: u32 = B_COLS / VW;
 const A_UNITS: u32 = A_ROWS * A_UPR;
 const B_UNITS: u32 = B_ROWS * B_UPR;
-
-var<workgroup> As: array<f16, NBUF * AS_SIZE>;
-var<workgroup> Bs: array<f16, NBUF * BS_SIZE>;
-var<workgroup> Cs: array<f32, CSLOTS * SM * SN>;
 
 // A unit of a stored slice: global element offset e and how many of its VW elements are in range (0: none).
 struct Unit {
@@ -187,7 +186,7 @@ fn copy_out(i: u32, j: u32, cs: u32, lane: u32, m0: u32, n0: u32, wm0: u32, wn0:
     let n = n0 + wn0 + j * SN + q % SN;
     if (m < p.M && n < p.N) {
       let ci = cb + m * p.N + n;
-      var v = p.alpha * gscale() * Cs[cs + q];
+      var v = p.alpha * gscale() * cs_get(cs + q);
       if (HAS_BIAS) { v += read_bias(n); }
       if (ACCUM) { v += c[ci]; }
       c[ci] = v;

@@ -57,6 +57,9 @@ export interface ContextInfo {
   subgroupMatrixConfigs: SubgroupMatrixConfig[];
   /** The adapter's subgroup sizes (0 where it does not say). */
   subgroupSizes: { min: number; max: number };
+  /** The WGSL language extensions the implementation offers (`navigator.gpu.wgslLanguageFeatures`), e.g.
+   *  `buffer_view`; absent where unknown. */
+  wgslFeatures?: string[];
   /** Every limit of the device (the adapter's maxima were requested). */
   limits: Record<string, number>;
   speed: SpeedToggles;

@@ -131,6 +131,7 @@ export async function createContext(opts: ContextOptions = {}): Promise<Context>
       min: (ai as unknown as { subgroupMinSize?: number }).subgroupMinSize ?? 0,
       max: (ai as unknown as { subgroupMaxSize?: number }).subgroupMaxSize ?? 0,
     },
+    wgslFeatures: [...((gpu as unknown as { wgslLanguageFeatures?: Iterable<string> }).wgslLanguageFeatures ?? [])],
     limits,
     speed,
   };

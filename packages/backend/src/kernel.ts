@@ -48,6 +48,8 @@ export interface KernelDef {
   constants?: Readonly<Record<string, number>>;
   /** WGSL `enable` directives this kernel needs, e.g. `f16`, `subgroups`. */
   enables?: readonly string[];
+  /** WGSL `requires` directives (language extensions), e.g. `buffer_view`. */
+  requires?: readonly string[];
 }
 
 /** The reader function that returns element i of a binding as f32 (or its integer type), from the format
@@ -90,6 +92,7 @@ export function constPrelude(consts: Readonly<Record<string, number | boolean>>)
 export function kernelSource(def: KernelDef): string {
   const lines: string[] = [];
   for (const e of def.enables ?? []) lines.push(`enable ${e};`);
+  for (const r of def.requires ?? []) lines.push(`requires ${r};`);
   lines.push(halfWgsl);
   const params = def.params ?? [];
   if (params.length) {
@@ -141,7 +144,7 @@ export function codeHash(code: string): string {
 export function kernelBaseKey(def: KernelDef): string {
   const c = (def.constants ? JSON.stringify(def.constants) : '') + (def.consts ? JSON.stringify(def.consts) : '');
   const b = def.bindings.map((x) => `${x.access[0]}${x.dtype}${x.atomic ? 'a' : ''}`).join(',');
-  return `${def.name}|${def.entryPoint ?? 'main'}|${b}|${(def.params ?? []).join(',')}|${c}|${(def.enables ?? []).join(',')}`;
+  return `${def.name}|${def.entryPoint ?? 'main'}|${b}|${(def.params ?? []).join(',')}|${c}|${(def.enables ?? []).join(',')}${def.requires?.length ? `|${def.requires.join(',')}` : ''}`;
 }
 
 /** Pipeline key: {@link kernelBaseKey} and a hash of `code`, so two defs that share a name but not their WGSL

@@ -13,7 +13,30 @@ import { operandReader } from './matmul';
 export function tcSharedBytes(t: TcTile, plan: TensorCorePlan, transA: boolean, transB: boolean): number {
   const a = tcSlice(t, 'a', transA);
   const b = tcSlice(t, 'b', transB);
-  return (t.nbuf ?? 2) * 2 * (a.size + b.size) + 4 * scratchSlots(t) * plan.frag.M * plan.frag.N;
+  const staged = (t.nbuf ?? 2) * 2 * (a.size + b.size);
+  const scratch = 4 * scratchSlots(t) * plan.frag.M * plan.frag.N;
+  // `bv`: the scratch lies over the staged slices (it is used only after the K loop)
+  return t.bv ? Math.max(staged, scratch) : staged + scratch;
+}
+
+/** The workgroup memory of a tile as WGSL: `As`, `Bs` and `Cs` arrays, or (`bv`) one `smem` buffer that the
+ *  views of `views` read and write; `cs_get(i)` reads the scratch either way. */
+function sharedDecls(t: TcTile, plan: TensorCorePlan, transA: boolean, transB: boolean): string {
+  if (!t.bv)
+    return (
+      'var<workgroup> As: array<f16, NBUF * AS_SIZE>;\n' +
+      'var<workgroup> Bs: array<f16, NBUF * BS_SIZE>;\n' +
+      'var<workgroup> Cs: array<f32, CSLOTS * SM * SN>;\n' +
+      'fn cs_get(i: u32) -> f32 { return Cs[i]; }\n'
+    );
+  return `var<workgroup> smem: buffer<${tcSharedBytes(t, plan, transA, transB)}>;\n` + `fn cs_get(i: u32) -> f32 { return ${views(t).cs}[i]; }\n`;
+}
+
+/** How the generated code reaches the staged slices and the scratch: `&As` / `&Bs` / `&Cs`, or (`bv`) views of
+ *  `smem` (B's slices start after A's; the scratch starts at 0, over them). */
+function views(t: TcTile): { a: string; b: string; cs: string } {
+  if (!t.bv) return { a: '&As', b: '&Bs', cs: '&Cs' };
+  return { a: 'bufferView<array<f16>>(&smem, 0u)', b: 'bufferView<array<f16>>(&smem, B_BYTE0)', cs: 'bufferView<array<f32>>(&smem, 0u)' };
 }
 
 /** Epilogue scratch tiles of a tile (`cs`, default one per subgroup). */
@@ -63,10 +86,12 @@ export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, tran
     `alias Acc = subgroup_matrix_result<f32, ${SN}, ${SM}>;\n` +
     `alias CmT = subgroup_matrix_left<f16, ${SK}, ${SM}>;\n` +
     // a transposed operand is staged as stored, so op(A) = [M, K] reads it column-major (and op(B) likewise)
-    `fn load_l(off: u32) -> Lm { return subgroupMatrixLoad<Lm, ${transA ? 'col_major' : 'row_major'}>(&As, off, AS_STRIDE); }\n` +
-    `fn load_r(off: u32) -> Rm { return subgroupMatrixLoad<Rm, ${transB ? 'col_major' : 'row_major'}>(&Bs, off, BS_STRIDE); }\n` +
-    operandCode('a', vw, !!t.cm) +
-    operandCode('b', vw, !!t.cm)
+    `fn load_l(off: u32) -> Lm { return subgroupMatrixLoad<Lm, ${transA ? 'col_major' : 'row_major'}>(${views(t).a}, off, AS_STRIDE); }\n` +
+    `fn load_r(off: u32) -> Rm { return subgroupMatrixLoad<Rm, ${transB ? 'col_major' : 'row_major'}>(${views(t).b}, off, BS_STRIDE); }\n` +
+    (t.bv ? `const B_BYTE0: u32 = ${2 * (t.nbuf ?? 2) * a.size}u;\n` : '') +
+    sharedDecls(t, plan, transA, transB) +
+    operandCode('a', vw, !!t.cm, !!t.bv) +
+    operandCode('b', vw, !!t.cm, !!t.bv)
   );
 }
 
@@ -76,7 +101,7 @@ export function tcPrelude(plan: TensorCorePlan, t: TcTile, transA: boolean, tran
  * table where the view is the vec4u one), `fetch_x(bo, mn0, k0, u) -> UV` (unit u of a slice, 0 out of range)
  * and `put_x(buf, u, w)` (a unit into workgroup memory).
  */
-function operandCode(x: 'a' | 'b', vw: 2 | 8, cm: boolean): string {
+function operandCode(x: 'a' | 'b', vw: 2 | 8, cm: boolean, bv: boolean): string {
   const bind = x === 'a' ? 1 : 2;
   const X = x.toUpperCase();
   const ty = vw === 8 ? 'vec4u' : 'u32';
@@ -100,8 +125,10 @@ function operandCode(x: 'a' | 'b', vw: 2 | 8, cm: boolean): string {
     `  if (VEC_${X}) { return ${vec}; }\n` +
     `  return ${elem};\n}\n`;
   const words = vw === 8 ? ['w.x', 'w.y', 'w.z', 'w.w'] : ['w'];
+  s += `fn put_${x}(buf: u32, u: u32, w: UV_${x}) { put_${x}_at(s${x}_off(buf, u), w); }\n`;
+  // `bv`: the unit goes in with one store of its own width (o is a multiple of VW halves)
+  if (bv) return s + `fn put_${x}_at(o: u32, w: UV_${x}) { bufferView<array<UV_${x}>>(&smem, ${x === 'a' ? '0u' : 'B_BYTE0'})[o >> ${vw === 8 ? 3 : 1}u] = w; }\n`;
   s +=
-    `fn put_${x}(buf: u32, u: u32, w: UV_${x}) { put_${x}_at(s${x}_off(buf, u), w); }\n` +
     `fn put_${x}_at(o: u32, w: UV_${x}) {\n` +
     words.map((wd, i) => `  let h${i} = bitcast<vec2<f16>>(${wd});\n  ${X}s[o + ${2 * i}u] = h${i}.x;\n  ${X}s[o + ${2 * i + 1}u] = h${i}.y;\n`).join('') +
     `}\n`;
@@ -262,7 +289,7 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
       scratch: `for (var i = 0u; i < FM; i++) {
     for (var j = 0u; j < FN; j++) {
       for (var round = 0u; round < NSG / CSLOTS; round++) {
-        if (sg / CSLOTS == round) { subgroupMatrixStore<row_major>(&Cs, cs, acc[i * FN + j], SN); }
+        if (sg / CSLOTS == round) { subgroupMatrixStore<row_major>(${views(t).cs}, cs, acc[i * FN + j], SN); }
         workgroupBarrier();
         if (sg / CSLOTS == round) { copy_out(i, j, cs, lane, m0, n0, wm0, wn0, cb); }
         workgroupBarrier();
@@ -293,7 +320,7 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     scratch: IJ.map(
       ([i, j]) =>
         `for (var round = 0u; round < NSG / CSLOTS; round++) {\n` +
-        `  if (sg / CSLOTS == round) { subgroupMatrixStore<row_major>(&Cs, cs, acc_${i}_${j}, SN); }\n  workgroupBarrier();\n` +
+        `  if (sg / CSLOTS == round) { subgroupMatrixStore<row_major>(${views(t).cs}, cs, acc_${i}_${j}, SN); }\n  workgroupBarrier();\n` +
         `  if (sg / CSLOTS == round) { copy_out(${i}u, ${j}u, cs, lane, m0, n0, wm0, wn0, cb); }\n  workgroupBarrier();\n}`,
     ).join('\n'),
   };

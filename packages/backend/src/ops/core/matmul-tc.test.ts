@@ -12,10 +12,11 @@ import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases'
 const ctx: Context = await createContext();
 afterAll(() => ctx.destroy());
 
-type PlanInfo = Pick<ContextInfo, 'features' | 'subgroupMatrixConfigs' | 'subgroupSizes'>;
+type PlanInfo = Pick<ContextInfo, 'features' | 'subgroupMatrixConfigs' | 'subgroupSizes' | 'wgslFeatures'>;
 const f16f32 = (M: number, N: number, K: number) => ({ M, N, K, componentType: 'f16', resultComponentType: 'f32' });
-function fakeInfo(o: Partial<{ sm: boolean; f16: boolean; configs: PlanInfo['subgroupMatrixConfigs']; sizes: [number, number] }>): PlanInfo {
+function fakeInfo(o: Partial<{ sm: boolean; f16: boolean; configs: PlanInfo['subgroupMatrixConfigs']; sizes: [number, number]; wgsl: string[] }>): PlanInfo {
   return {
+    wgslFeatures: o.wgsl ?? ['buffer_view'],
     features: { shaderF16: o.f16 ?? true, subgroups: true, timestampQuery: true, subgroupMatrix: o.sm ?? true },
     subgroupMatrixConfigs: o.configs ?? [],
     subgroupSizes: { min: o.sizes?.[0] ?? 32, max: o.sizes?.[1] ?? 32 },
@@ -48,6 +49,10 @@ describe('tensor-core path selection (runs everywhere)', () => {
     const apple = tensorCorePlan(fakeInfo({ configs: [f16f32(8, 8, 8)] })) as TensorCorePlan;
     for (const p of [nv, n8, apple]) for (const t of Object.values(TC_TILES)) expect(tcTileProblem(t, p, H200_LIMITS)).toBeNull();
     expect(tcTileProblem({ bm: 48, bn: 64, bk: 32, sgm: 2, sgn: 2 }, nv, H200_LIMITS)).toMatch(/fragment's M 16/);
+    // buffer views need the language extension; the scratch over the slices lets v15's 48-deep slices fit NT
+    expect(tcTileProblem(TC_TILES.v34, tensorCorePlan(fakeInfo({ configs: NVIDIA, wgsl: [] })) as TensorCorePlan, H200_LIMITS)).toMatch(/buffer_view/);
+    expect(tcTileProblem({ ...TC_TILES.v34, bv: false }, nv, H200_LIMITS, false, true)).toMatch(/workgroup memory/);
+    expect(tcTileProblem(TC_TILES.v34, nv, H200_LIMITS, false, true)).toBeNull();
     expect(tcTileProblem({ bm: 64, bn: 64, bk: 24, sgm: 2, sgn: 2 }, nv, H200_LIMITS)).toMatch(/BK 24/);
     expect(tcTileProblem(TC_TILES.t128x128, nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 16384 })).toMatch(/workgroup memory/);
     expect(tcTileProblem(TC_TILES.t128x128, nv, { ...H200_LIMITS, maxComputeInvocationsPerWorkgroup: 128 })).toMatch(/threads/);
@@ -68,6 +73,10 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(tcTileProblem(TC_TILES.v15, nv, H200_LIMITS, false, true)).toMatch(/workgroup memory/);
     expect(tcTileProblem(TC_TILES.v29, nv, H200_LIMITS, false, true)).toBeNull();
     expect(tcTileProblem({ ...TC_TILES.v29, cs: 3 }, nv, H200_LIMITS)).toMatch(/cs 3 does not divide the 8 subgroups/);
+    // without buffer_view in the adapter's WGSL the big tile (v34) does not fit at all: bigAlt runs every layout
+    const noBv = tensorCorePlan(fakeInfo({ configs: NVIDIA, wgsl: [] })) as TensorCorePlan;
+    for (const [ta, tb] of [[false, false], [false, true], [true, false]] as const)
+      expect(chooseTcTile(noBv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: ta, transB: tb })).toBe(TC_TILES[tcTuning.bigAlt]);
     expect(chooseTcTile(nv, { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 }, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES.t64x64);
     const src = tcPrelude(n8, TC_TILES.t128x64, true, false);
     expect(src).toContain('alias Lm = subgroup_matrix_left<f16, 16, 16>;');
@@ -96,18 +105,28 @@ describe('tensor-core path selection (runs everywhere)', () => {
       const out =
         code
           .replace(/alias (\w+) = subgroup_matrix_\w+<[^;]*;/g, 'alias $1 = f32;')
+          .replace(/subgroupMatrixLoad<\w+, \w+>\(bufferView<array<f16>>\(&smem, (\w+)\),/g, 'stub_load_bv($1, ')
+          .replace(/subgroupMatrixStore<row_major>\(bufferView<array<f32>>\(&smem, 0u\),/g, 'stub_store_bvf(')
           .replace(/subgroupMatrixLoad<\w+, \w+>\(&(\w+),/g, 'stub_load_$1(')
           .replace(/subgroupMatrixMultiplyAccumulate\(/g, 'stub_mma(')
           .replace(/subgroupMatrixStore<row_major>\(&(\w+),/g, 'stub_store_$1(') +
         `
 var<private> stub_sink: f32;
 fn stub_need(x: u32) { if (x == 0xffffffffu) { stub_sink = subgroupAdd(1.0); } }
-fn stub_load_As(off: u32, s: u32) -> f32 { stub_need(off); stub_need(s); return f32(As[off]); }
-fn stub_load_Bs(off: u32, s: u32) -> f32 { stub_need(off); stub_need(s); return f32(Bs[off]); }
 fn stub_mma(a: f32, b: f32, c: f32) -> f32 { return a * b + c; }
 fn stub_store_c(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); c[o] = v; }
-fn stub_store_Cs(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); Cs[o] = v; }
 ` +
+        // the staged slices and the scratch: arrays, or views of one buffer (bv tiles; the base in bytes)
+        (/var<workgroup> smem: buffer/.test(code)
+          ? `
+fn stub_load_bv(base: u32, off: u32, s: u32) -> f32 { stub_need(off); stub_need(s); return f32(bufferView<array<f16>>(&smem, 0u)[base / 2u + off]); }
+fn stub_store_bvf(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); bufferView<array<f32>>(&smem, 0u)[o] = v; }
+`
+          : `
+fn stub_load_As(off: u32, s: u32) -> f32 { stub_need(off); stub_need(s); return f32(As[off]); }
+fn stub_load_Bs(off: u32, s: u32) -> f32 { stub_need(off); stub_need(s); return f32(Bs[off]); }
+fn stub_store_Cs(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); Cs[o] = v; }
+`) +
         // CM variants copy blocks from the f16 storage views into the staged slices
         (/\bah: array<f16>/.test(code)
           ? `

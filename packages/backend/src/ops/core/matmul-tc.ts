@@ -56,6 +56,10 @@ export interface TcTile {
   /** Slices held in registers ahead of the staged one (default 1): 2 keeps two register sets, so the global loads
    *  of slice t + 2 are issued while slice t is multiplied and have two steps to arrive. */
   pf?: 1 | 2;
+  /** Workgroup memory as one WGSL `buffer` (language extension `buffer_view`) seen through typed views: a unit
+   *  goes into its slice with one store of its width (else 8 or 2 f16 stores), and the epilogue scratch lies over
+   *  the staged slices instead of beside them (8 KiB more for the slices). Not with `cm`. */
+  bv?: boolean;
 }
 
 /** The kernel variants (tiles with their staging) that tests check and the sweep measures; `auto` picks
@@ -102,19 +106,28 @@ export const TC_TILES = {
   // TFLOP/s against v29's 210.6 / 223.0 / 196.1, NN as v15's, TN 1-2% above; the same prefetch on v15, v29 and
   // v18 (k16) was slower everywhere and is not kept (docs/PERFORMANCE.md)
   v30: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, pf: 2 },
+  // buffer views (`bv`): 16-byte stores into the staged slices, the scratch over them (so v15's slices fit NT)
+  v34: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true },
+  v35: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, pf: 2, bv: true },
+  v36: { bm: 128, bn: 256, bk: 32, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true },
+  v37: { bm: 256, bn: 128, bk: 48, sgm: 4, sgn: 2, nbuf: 1, hoist: true, bv: true },
+  v38: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true, gm: 8 },
+  v39: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true, ilv: true },
+  v40: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true, derive: true },
+  v41: { bm: 128, bn: 256, bk: 48, sgm: 4, sgn: 4, nbuf: 1, hoist: true, bv: true },
+  v42: { bm: 256, bn: 128, bk: 48, sgm: 4, sgn: 2, nbuf: 1, hoist: true, bv: true, derive: true },
 } as const satisfies Record<string, TcTile>;
 export type TcTileName = keyof typeof TC_TILES;
 
 /** Tuning of `auto` (a benchmark may change it): the big and small tile and the tile count below which the
- *  small one runs. Measured on an H200 (2026-11-24, `matmul-tc-bench --sweep`, docs/PERFORMANCE.md): v15 runs
- *  230 / 241 TFLOP/s (NN / TN) on 4096^3 and 214-252 on the LLM shapes, v14 (NT) 193-218; the earlier big tile
- *  t128x256k16 131-148 under the same timing. */
+ *  small one runs. Measured on an H100 (2026-11-24, ninth session, `matmul-tc-bench --sweep`, docs/PERFORMANCE.md):
+ *  v34 (v15's 128x256x48 tile through buffer views) runs 245.7-248.2 / 218.7-221.1 / 256.6-260.5 TFLOP/s (NN / NT /
+ *  TN) on 4096^3 and 206-276 on the LLM shapes, against v15's 226-227 / - / 237-238 and v29's NT 212. */
 export const tcTuning: { big: TcTileName; bigAlt: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
-  big: 'v15',
-  /** The big tile where `big` does not fit the layout (v15's 48-deep slices of a [N, K] B exceed 48 KiB): v29,
-   *  v15 with half the epilogue scratch. NT on an H100 (2026-11-24, docs/PERFORMANCE.md): 212.6 / 225.0 / 199.6
-   *  TFLOP/s on 4096^3 / 8192x2048x5632 / 8192x5632x2048 against v14's 202.7 / 217.8 / 193.7; NN and TN equal
-   *  to v15's. (v15 keeps NN and TN: its epilogue needs one round, not two.) */
+  big: 'v34',
+  /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
+   *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
+   *  197-200 on 8192x5632x2048. */
   bigAlt: 'v29',
   small: 't64x64',
   /** 96: a 2048 x 2048 output (128 big tiles, one wave on a 132-SM H200) runs the big tile. Measured in the 1.1B
@@ -133,6 +146,8 @@ export const tcTuning: { big: TcTileName; bigAlt: TcTileName; small: TcTileName;
 export interface TensorCorePlan {
   frag: SubgroupMatrixConfig;
   subgroupSize: number;
+  /** WGSL's `buffer_view` language extension is there (tiles with `bv`). */
+  bufferView?: boolean;
 }
 
 /**
@@ -141,7 +156,7 @@ export interface TensorCorePlan {
  * `local_invocation_index / subgroup size`). Among several configurations the one with the largest M x N
  * (then K) wins: fewer fragment loads per multiply-accumulate.
  */
-export function tensorCorePlan(info: Pick<ContextInfo, 'features' | 'subgroupMatrixConfigs' | 'subgroupSizes'>): TensorCorePlan | { reason: string } {
+export function tensorCorePlan(info: Pick<ContextInfo, 'features' | 'subgroupMatrixConfigs' | 'subgroupSizes' | 'wgslFeatures'>): TensorCorePlan | { reason: string } {
   if (!info.features.subgroupMatrix) return { reason: 'the adapter has no chromium-experimental-subgroup-matrix' };
   if (!info.features.shaderF16) return { reason: 'the adapter has no shader-f16' };
   const cands = info.subgroupMatrixConfigs.filter((c) => c.componentType === 'f16' && c.resultComponentType === 'f32');
@@ -149,7 +164,7 @@ export function tensorCorePlan(info: Pick<ContextInfo, 'features' | 'subgroupMat
   const { min, max } = info.subgroupSizes;
   if (!(min > 0 && min === max)) return { reason: `the subgroup size is not fixed (${min}..${max})` };
   const frag = [...cands].sort((x, y) => y.M * y.N - x.M * x.N || y.K - x.K)[0]!;
-  return { frag, subgroupSize: max };
+  return { frag, subgroupSize: max, bufferView: !!info.wgslFeatures?.includes('buffer_view') };
 }
 
 /** Why a tile does not fit this fragment and device, or null when it does. */
@@ -164,6 +179,8 @@ export function tcTileProblem(t: TcTile, plan: TensorCorePlan, limits: Record<st
   if (t.cs !== undefined && (!Number.isInteger(t.cs) || t.cs < 1 || (t.sgm * t.sgn) % t.cs)) return `cs ${t.cs} does not divide the ${t.sgm * t.sgn} subgroups`;
   if (t.pf !== undefined && t.pf !== 1 && t.pf !== 2) return `pf ${t.pf} is not 1 or 2`;
   if (t.pf === 2 && t.cm) return 'a two-deep prefetch (pf 2) needs the unit staging, not cm';
+  if (t.bv && t.cm) return 'buffer views (bv) need the unit staging, not cm';
+  if (t.bv && !plan.bufferView) return 'the adapter\'s WGSL has no buffer_view language extension (bv)';
   if (t.cm) {
     // the stored slices are copied in SM x SK blocks
     for (const [rows, cols] of [tcSlice(t, 'a', transA).dims, tcSlice(t, 'b', transB).dims])
@@ -206,7 +223,7 @@ export interface TcLaunch extends MatmulLaunch {
 
 /** A tile's identity in kernel names and cache keys, e.g. `128x256x32-2x4-v2-b1-cm`. */
 export function tcTileKey(t: TcTile): string {
-  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
+  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.bv ? '-bv' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
 }
 
 /** The tile `auto` runs for a product: the big one when the product has enough of them, else the small one,
@@ -229,6 +246,7 @@ const PARAMS: readonly ParamSpec[] = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:
  *  `shaders/matmul-tc.wgsl`, or a variant of them in tests). */
 export function tcKernelDef(code: string, biasDtype: DType = 'f16', gscale = false): Omit<KernelDef, 'name'> {
   return {
+    ...(/\bbufferView</.test(code) ? { requires: ['buffer_view'] } : {}),
     code,
     bindings: [
       { name: 'a', access: 'read', dtype: 'f16' },
