@@ -58,6 +58,10 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(tcTileProblem(TC_TILES.t128x128, nv, { ...H200_LIMITS, maxComputeInvocationsPerWorkgroup: 128 })).toMatch(/threads/);
     // big products get the big tile, small ones the small tile; a device too small for the big one gets a smaller one
     expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: false, transB: false })).toBe(TC_TILES[tcTuning.big]);
+    // TN has its own big tile; NT and TT take the common one
+    expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: true, transB: false })).toBe(TC_TILES[tcTuning.bigTN]);
+    expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: false, transB: true })).toBe(TC_TILES[tcTuning.big]);
+    expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: true, transB: true })).toBe(TC_TILES[tcTuning.big]);
     // a layout the big tile does not fit (its slices of a transposed B exceed the workgroup memory): the alternative
     if (tcTileProblem(TC_TILES[tcTuning.big], nv, H200_LIMITS, false, true))
       expect(chooseTcTile(nv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: false, transB: true })).toBe(TC_TILES[tcTuning.bigAlt]);

@@ -123,8 +123,12 @@ export type TcTileName = keyof typeof TC_TILES;
  *  small one runs. Measured on an H100 (2026-11-24, ninth session, `matmul-tc-bench --sweep`, docs/PERFORMANCE.md):
  *  v34 (v15's 128x256x48 tile through buffer views) runs 245.7-248.2 / 218.7-221.1 / 256.6-260.5 TFLOP/s (NN / NT /
  *  TN) on 4096^3 and 206-276 on the LLM shapes, against v15's 226-227 / - / 237-238 and v29's NT 212. */
-export const tcTuning: { big: TcTileName; bigAlt: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
+export const tcTuning: { big: TcTileName; bigTN: TcTileName; bigAlt: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
   big: 'v34',
+  /** The big tile of the TN layout (A stored [K, M], as in a weight gradient X^T dY): v37, 256x128x48 through
+   *  buffer views, 2.5-3.5% above v34 there on the H100 (267-268 / 282 / 246 TFLOP/s on 4096^3 / 8192x2048x5632 /
+   *  8192x5632x2048, 2026-11-24) and 6-7% below it on NN. Same area as `big`, so `minBigTiles` holds for both. */
+  bigTN: 'v37',
   /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
    *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
    *  197-200 on 8192x5632x2048. */
@@ -226,13 +230,13 @@ export function tcTileKey(t: TcTile): string {
   return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.bv ? '-bv' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
 }
 
-/** The tile `auto` runs for a product: the big one when the product has enough of them, else the small one,
- *  each only if it fits the device (else 128x64, else 64x64). */
+/** The tile `auto` runs for a product: the big one (TN's own for that layout) when the product has enough of
+ *  them, else the small one, each only if it fits the device (else 128x64, else 64x64). */
 export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number>, l: Pick<TcLaunch, 'M' | 'N' | 'batch' | 'transA' | 'transB'>): TcTile {
   const big = TC_TILES[tcTuning.big];
   const tiles = Math.ceil(l.M / big.bm) * Math.ceil(l.N / big.bn) * l.batch;
-  const first = tiles >= tcTuning.minBigTiles ? tcTuning.big : tcTuning.small;
-  const order: TcTileName[] = first === tcTuning.big ? [first, tcTuning.bigAlt, tcTuning.small, 't128x64', 't64x64'] : [first, 't128x64', 't64x64'];
+  const bigs: TcTileName[] = l.transA && !l.transB ? [tcTuning.bigTN, tcTuning.big, tcTuning.bigAlt] : [tcTuning.big, tcTuning.bigAlt];
+  const order: TcTileName[] = tiles >= tcTuning.minBigTiles ? [...bigs, tcTuning.small, 't128x64', 't64x64'] : [tcTuning.small, 't128x64', 't64x64'];
   for (const n of order) if (!tcTileProblem(TC_TILES[n], plan, limits, l.transA, l.transB)) return TC_TILES[n];
   throw new ShapeError(`matmul: no tensor-core tile fits this device (fragment ${plan.frag.M}x${plan.frag.N}x${plan.frag.K})`);
 }
