@@ -55,6 +55,12 @@ export async function kernelsReady(ctx: Context): Promise<void> {
   }
 }
 
+/** Whether the {@link checkedKernel} check of `key` failed on this context. */
+export function kernelFailed(ctx: Context, key: string): boolean {
+  const e = cacheOf(ctx).get(key);
+  return !!e && 'error' in e;
+}
+
 /** The {@link checkedKernel} keys whose check failed on this context, with the errors. */
 export function kernelFailures(ctx: Context): Map<string, Error> {
   const out = new Map<string, Error>();

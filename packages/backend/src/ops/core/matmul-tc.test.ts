@@ -6,7 +6,7 @@ import { download, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul, matmulPath } from './matmul';
-import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSource, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
+import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSource, tcTileKey, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases';
 
 const ctx: Context = await createContext();
@@ -218,6 +218,24 @@ describe('tensor-core pipelines are created only after their WGSL checked out (r
     expect(failures.size).toBe(1);
     expect([...failures.values()][0]!.message).toMatch(/failed to compile/);
     expect(matmulTc(ctx, fake, launch, bufs)).toBe(false); // never built
+    // auto's big tile through buffer views, refused: the same product falls back to the tiles without them (here
+    // v36 stands in for the big tile, within this adapter's workgroup memory; without buffer views the small
+    // tile is the one that fits)
+    const saved = tcTuning.big;
+    tcTuning.big = 'v36';
+    try {
+      const big = { ...launch, M: 1024, N: 3072, K: 64, transB: true, tile: undefined };
+      expect(chooseTcTile(fake, ctx.info.limits, big)).toBe(TC_TILES.v36);
+      expect(matmulTc(ctx, fake, big, bufs)).toBe(false);
+      await tensorCoresReady(ctx);
+      expect(matmulTc(ctx, fake, big, bufs)).toBe(false);
+      await tensorCoresReady(ctx);
+    } finally {
+      tcTuning.big = saved;
+    }
+    const nt = [...tcFailures(ctx).keys()].filter((k) => k.includes(':01:'));
+    expect(nt.filter((k) => k.includes(tcTileKey(TC_TILES.v36)))).toHaveLength(1);
+    expect(nt.filter((k) => k.includes(tcTileKey(TC_TILES.t64x64)))).toHaveLength(1);
     // the context is unharmed: a product runs and matches float64
     poison(ctx, out);
     matmul(ctx, A, B, { out });

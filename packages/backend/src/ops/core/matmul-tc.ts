@@ -12,7 +12,7 @@ import type { BufferBinding, Context, ContextInfo, SubgroupMatrixConfig } from '
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import type { KernelDef, ParamSpec } from '../../kernel';
-import { checkedKernel, kernelFailures, kernelsReady } from '../../kernel-cache';
+import { checkedKernel, kernelFailed, kernelFailures, kernelsReady } from '../../kernel-cache';
 import { tcSlice, tcSharedBytes, tcSource, type TcFlags } from './matmul-tc-codegen';
 
 export { tcMatrixCode, tcPrelude, tcSharedBytes, tcSource, type TcFlags, type TcHook } from './matmul-tc-codegen';
@@ -297,7 +297,12 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
   // subgroup-matrix pipelines are built only once their WGSL checked out (see kernel-cache.ts: under Dawn's
   // skip_validation a shader breaking a subgroup-matrix rule aborted the process at pipeline creation)
   const k = checkedKernel(ctx, key, () => ({ name, ...tcKernelDef(tcSource(plan, t, l.transA, l.transB, flags, tcTuning.unroll), l.biasDtype, l.gscale) }));
-  if (!k) return false;
+  if (!k) {
+    // a buffer-view tile that this WGSL implementation refused (buffer_view is new, and its rules with subgroup
+    // matrices may differ between versions): the tiles without buffer views, not the portable kernels
+    if (!l.tile && t.bv && kernelFailed(ctx, key)) return matmulTc(ctx, { ...plan, bufferView: false }, l, bufs);
+    return false;
+  }
   const x = Math.ceil(l.N / t.bn);
   const y = Math.ceil(l.M / t.bm);
   if (x > 65535 || y > 65535) throw new ShapeError(`matmul: ${y} x ${x} workgroup tiles are more than one dispatch takes`);
