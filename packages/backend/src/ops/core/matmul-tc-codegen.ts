@@ -124,10 +124,10 @@ function operandCode(x: 'a' | 'b', vw: 2 | 8, cm: boolean, bv: boolean): string 
     `  if (q.lim == 0u) { return UV_${x}(); }\n` +
     `  if (VEC_${X}) { return ${vec}; }\n` +
     `  return ${elem};\n}\n`;
-  const words = vw === 8 ? ['w.x', 'w.y', 'w.z', 'w.w'] : ['w'];
   s += `fn put_${x}(buf: u32, u: u32, w: UV_${x}) { put_${x}_at(s${x}_off(buf, u), w); }\n`;
   // `bv`: the unit goes in with one store of its own width (o is a multiple of VW halves)
   if (bv) return s + `fn put_${x}_at(o: u32, w: UV_${x}) { bufferView<array<UV_${x}>>(&smem, ${x === 'a' ? '0u' : 'B_BYTE0'})[o >> ${vw === 8 ? 3 : 1}u] = w; }\n`;
+  const words = vw === 8 ? ['w.x', 'w.y', 'w.z', 'w.w'] : ['w'];
   s +=
     `fn put_${x}_at(o: u32, w: UV_${x}) {\n` +
     words.map((wd, i) => `  let h${i} = bitcast<vec2<f16>>(${wd});\n  ${X}s[o + ${2 * i}u] = h${i}.x;\n  ${X}s[o + ${2 * i + 1}u] = h${i}.y;\n`).join('') +

@@ -9,6 +9,7 @@ import gemvWgsl from '../../../../../shaders/dequant-gemv-sg.wgsl';
 import type { Context, Kernel } from '../../context';
 import { ShapeError } from '../../errors';
 import { formatOf } from '../../format';
+import type { BindingSpec, KernelDef, ParamSpec } from '../../kernel';
 import { cachedKernel } from '../../kernel-cache';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import { matmul } from '../core/matmul';
@@ -437,6 +438,20 @@ function grid2(nwg: number): [number, number, number] {
   return [Math.ceil(nwg / gy), gy, 1];
 }
 
+/** The kernel definition of a subgroup GEMV of shape `o` (one weight or parts): its WGSL, entry point, the params
+ *  both forms share (then `more`, the parts' own) and the format constant of quantized weights. */
+function gemvDef(name: string, o: GemvShape, sgRows: boolean, fmt: GemvWeight['fmt'], bindings: BindingSpec[], more: ParamSpec[] = []): KernelDef {
+  return {
+    name,
+    code: quantPrelude() + gemvSource(o),
+    entryPoint: sgRows ? 'main_rows' : 'main',
+    bindings,
+    params: ['u32:N', 'u32:K', 'u32:G', 'u32:nb', 'u32:nc', 'u32:gx', 'u32:one', ...more],
+    constants: typeof fmt === 'string' ? undefined : { FMT: fmt as number },
+    enables: ['subgroups'],
+  };
+}
+
 /** Plan one subgroup GEMV: `y = x w^T (+ bias)` for x [M, K] (M <= 16), w described by `w`. */
 function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): GemvDispatch {
   const { N, K } = w;
@@ -445,22 +460,16 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
   const b = bias ?? x;
   const { o, nc, nwg, sgRows } = shapeFor(ctx, x, w, N, M, !!bias, s.dtype);
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
-  const kernel = cachedKernel(ctx, key, () => ({
-    name: floatW ? 'gemv16' : 'dequant-gemv-sg',
-    code: quantPrelude() + gemvSource(o),
-    entryPoint: sgRows ? 'main_rows' : 'main',
-    bindings: [
+  const kernel = cachedKernel(ctx, key, () =>
+    gemvDef(floatW ? 'gemv16' : 'dequant-gemv-sg', o, sgRows, w.fmt, [
       { name: 'x', access: 'read', dtype: x.dtype },
       { name: 'q', access: 'read', dtype: 'u32' },
       { name: 's', access: 'read', dtype: s.dtype },
       { name: 'bias', access: 'read', dtype: b.dtype },
       { name: 'y', access: 'rw', dtype: 'f32' },
       ...(w.dq ? [{ name: 'absmax2', access: 'read' as const, dtype: 'f32' as const }, { name: 'offset', access: 'read' as const, dtype: 'f32' as const }] : []),
-    ],
-    params: ['u32:N', 'u32:K', 'u32:G', 'u32:nb', 'u32:nc', 'u32:gx', 'u32:one'],
-    constants: floatW ? undefined : { FMT: w.fmt as number },
-    enables: ['subgroups'],
-  }));
+    ]),
+  );
   const workgroups = grid2(nwg);
   const dq = w.dq ? [w.dq.absmax2.buffer, w.dq.offset.buffer] : [];
   return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer, ...dq], workgroups, params: [N, K, w.G, w.nb, nc, workgroups[0], 1] };
@@ -490,24 +499,25 @@ export function planParts(ctx: Context, x: DeviceTensor, ws: readonly GemvPartWe
   const bDtypes = hasBias ? ws.map((w) => w.bias!.dtype) : [];
   const key = `dequant-gemv-sg-parts:${x.dtype}:${w0.data.dtype}:${sDtype}:${bDtypes.join(',')}:${JSON.stringify(o)}`;
   const js = [...Array(P).keys()];
-  const kernel = cachedKernel(ctx, key, () => ({
-    name: floatW ? 'gemv16-parts' : 'dequant-gemv-sg-parts',
-    code: quantPrelude() + gemvSource(o),
-    entryPoint: sgRows ? 'main_rows' : 'main',
-    bindings: [
-      { name: 'x', access: 'read', dtype: x.dtype },
-      ...js.flatMap((j) => [
-        { name: `q${j}`, access: 'read' as const, dtype: 'u32' as const },
-        ...(floatW ? [] : [{ name: `s${j}`, access: 'read' as const, dtype: sDtype }]),
-        ...(w0.dq ? [{ name: `absmax2_${j}`, access: 'read' as const, dtype: 'f32' as const }, { name: `offset_${j}`, access: 'read' as const, dtype: 'f32' as const }] : []),
-      ]),
-      ...bDtypes.map((d, j) => ({ name: `b${j}`, access: 'read' as const, dtype: d })),
-      { name: 'y', access: 'rw', dtype: 'f32' },
-    ],
-    params: ['u32:N', 'u32:K', 'u32:G', 'u32:nb', 'u32:nc', 'u32:gx', 'u32:one', 'u32:N1', 'u32:N2', 'u32:U1', 'u32:U2', 'u32:yo1', 'u32:yo2'],
-    constants: floatW ? undefined : { FMT: w0.fmt as number },
-    enables: ['subgroups'],
-  }));
+  const kernel = cachedKernel(ctx, key, () =>
+    gemvDef(
+      floatW ? 'gemv16-parts' : 'dequant-gemv-sg-parts',
+      o,
+      sgRows,
+      w0.fmt,
+      [
+        { name: 'x', access: 'read', dtype: x.dtype },
+        ...js.flatMap((j) => [
+          { name: `q${j}`, access: 'read' as const, dtype: 'u32' as const },
+          ...(floatW ? [] : [{ name: `s${j}`, access: 'read' as const, dtype: sDtype }]),
+          ...(w0.dq ? [{ name: `absmax2_${j}`, access: 'read' as const, dtype: 'f32' as const }, { name: `offset_${j}`, access: 'read' as const, dtype: 'f32' as const }] : []),
+        ]),
+        ...bDtypes.map((d, j) => ({ name: `b${j}`, access: 'read' as const, dtype: d })),
+        { name: 'y', access: 'rw', dtype: 'f32' },
+      ],
+      ['u32:N1', 'u32:N2', 'u32:U1', 'u32:U2', 'u32:yo1', 'u32:yo2'],
+    ),
+  );
   const workgroups = grid2(nwg);
   const buffers = [x.buffer, ...ws.flatMap((w) => (floatW ? [w.data.buffer] : [w.data.buffer, w.scales!.buffer, ...(w.dq ? [w.dq.absmax2.buffer, w.dq.offset.buffer] : [])])), ...(hasBias ? ws.map((w) => w.bias!.buffer) : []), y.buffer];
   return { kernel, buffers, workgroups, params: [w0.N, w0.K, w0.G, w0.nb, nc, workgroups[0], 1, ws[1]!.N, ws[2]?.N ?? 0, U1, U2, yo[1] ?? 0, yo[2] ?? 0] };
