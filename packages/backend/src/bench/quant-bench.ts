@@ -29,7 +29,7 @@
  * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
  * The GEMV sections live in quant-bench-gemv.ts, what every section shares in quant-bench-common.ts.
  *
- *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep | --sweep=int4One,int4Few,int4Many,f16One,f16Few,f16Many] [--checks | --gemv-checks | --i8-checks] [--gemv] [--decode] [--placement] [--read-floor] [--parts] [--gemv-shapes=28672x4096,...] [--int8] [--all]
+ *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep | --sweep=int4One,int4Few,int4Many,f16One,f16Few,f16Many] [--checks | --gemv-checks | --i8-checks] [--trace-cases] [--gemv] [--decode] [--placement] [--read-floor] [--parts] [--gemv-shapes=28672x4096,...] [--int8] [--all]
  */
 import i8ProbeWgsl from '../../../../shaders/quant-i8-probe.wgsl';
 import { createContext, type Context } from '../context';
@@ -74,6 +74,8 @@ async function main() {
     const gemv: Record<string, unknown>[] = [];
     for (const c of gemvGpuCases()) {
       let err: number;
+      // --trace-cases: each case's name before it runs (to find the one a crash of the process stopped at)
+      if (args.includes('--trace-cases')) log(`gemv check: ${gemvCaseName(c)}`);
       try {
         err = await runGemvCase(ctx, c);
       } catch (e) {
