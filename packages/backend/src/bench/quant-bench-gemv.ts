@@ -108,7 +108,7 @@ function tableShapes(): [number, number][] | undefined {
 }
 
 /** A weight rotated over copies for timing: its dispatch list for x and y (under the current tuning). */
-interface Rotated {
+export interface Rotated {
   bytes: number;
   /** Whether {@link timeRotated} has let the GPU settle since these weights were made. */
   settled?: boolean;
@@ -118,7 +118,7 @@ interface Rotated {
 
 const copiesFor = (bytes: number) => Math.max(2, Math.min(64, Math.ceil((quick ? 1 << 24 : 400e6) / bytes)));
 
-function rotatedQuant(ctx: Context, w16: DeviceTensor, spec: QuantSpec): Rotated & { qs: QuantTensor[] } {
+export function rotatedQuant(ctx: Context, w16: DeviceTensor, spec: QuantSpec): Rotated & { qs: QuantTensor[] } {
   const [N, K] = w16.shape as [number, number];
   const l = quantLayout(spec, N, K);
   const qs = Array.from({ length: copiesFor(quantBytes(spec, N, K)) }, () => quantize(ctx, w16, spec));
@@ -135,14 +135,14 @@ function rotatedQuant(ctx: Context, w16: DeviceTensor, spec: QuantSpec): Rotated
   };
 }
 
-function rotatedF16(ctx: Context, w16: DeviceTensor): Rotated {
+export function rotatedF16(ctx: Context, w16: DeviceTensor): Rotated {
   const [N, K] = w16.shape as [number, number];
   const ws = Array.from({ length: copiesFor(2 * N * K) }, () => copy(ctx, w16));
   return { bytes: 2 * N * K, plan: (x, y) => ws.map((w) => gemv16Dispatch(ctx, x, w, y)), free: () => release(ctx, ...ws) };
 }
 
 /** Time (s, median) per GEMV of M rows over a rotated weight, under the current tuning. */
-async function timeRotated(ctx: Context, w: Rotated, M: number, K: number, N: number) {
+export async function timeRotated(ctx: Context, w: Rotated, M: number, K: number, N: number) {
   // the first timing after a shape's weights were uploaded and made can read up to 3x slow (H100, 2026-11-24,
   // sixth session: the sweep's first layout of each shape; in --placement the first of six timings of one kernel
   // with fresh X and Y, 55.8 / 41.4 / 19.0 / 19.0 ... us, and 41.6 / 19.0 / 19.0 ... after a second of other GPU

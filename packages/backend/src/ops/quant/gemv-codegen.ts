@@ -139,7 +139,7 @@ function partsPrelude(o: GemvShape, noScale: boolean): string {
 
 /** Scale i of double-quantized codes (NF4 + dq, layout in formats.ts): DYN_MAP[code] * absmax2[i / 256] + offset,
  *  what `shaders/dequant-dq-scales.wgsl` writes out, read where the GEMV needs it. */
-const dqScale = (codes: string, absmax2: string, offset: string) =>
+export const dqScale = (codes: string, absmax2: string, offset: string) =>
   `DYN_MAP[(${codes}[i >> 2u] >> (8u * (i & 3u))) & 0xffu] * read_${absmax2}(i >> 8u) + read_${offset}(0u)`;
 
 /** Binding numbers of a parts GEMV: x 1, then each part's words and scales (and double-quantization state), then

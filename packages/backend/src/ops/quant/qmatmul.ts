@@ -9,14 +9,18 @@ import { FMT_ID, type QuantTensor } from './formats';
 import { matmul } from '../core/matmul';
 import { dequantize, describeQuant, quantPrelude, quantScales } from './quantize';
 import { gemvSubgroupsAvailable, quantGemvSg } from './gemv';
+import { qtcPlan, quantLinearTc, qtcTuning } from './qmatmul-tc';
 
 /**
  * Which kernels run a quantized product: `tiled` (the fused kernel: W's tiles dequantized into workgroup
  * memory), `gemv` (decode, at most 16 rows), `dequant` (W dequantized to a temporary f16 matrix, then the
- * backend's `matmul`, tensor cores included where it has them: costs one layer's f16 weight in memory), or
- * `auto` (gemv for few rows, else {@link QUANT_MANY_ROWS}).
+ * backend's `matmul`, tensor cores included where it has them: costs one layer's f16 weight in memory), `tc`
+ * (the fused dequantize + tensor-core kernel of `qmatmul-tc.ts`: W's tiles dequantized into workgroup memory as
+ * f16, products on subgroup matrices; a ShapeError where the adapter has none, `gemv` while its WGSL is being
+ * checked), or `auto` (`tc` for `qtcTuning`'s rows where the adapter has f16 subgroup matrices and the kernel
+ * has been checked, else gemv for few rows, else {@link QUANT_MANY_ROWS}).
  */
-export type QuantMatmulVariant = 'auto' | 'tiled' | 'gemv' | 'dequant';
+export type QuantMatmulVariant = 'auto' | 'tiled' | 'gemv' | 'dequant' | 'tc';
 
 /** Tuning knobs: `gemv` picks the decode kernel (`auto`: the subgroup GEMV of `gemv.ts` where the adapter has
  *  subgroups, else the portable `shaders/dequant-gemv.wgsl`; `portable`: always the latter); `manyRows` is what `auto` runs on GPUs for more than {@link QUANT_GEMV_MAX_ROWS} rows and for
@@ -65,6 +69,14 @@ export function quantLinear(ctx: Context, x: DeviceTensor, w: QuantTensor, opts:
   checkBinding(ctx, y, 'quantLinear', 'y');
   if (M === 0) return y;
   let variant = opts.variant ?? 'auto';
+  if (variant === 'tc' || (variant === 'auto' && M >= qtcTuning.minRows && M <= qtcTuning.maxRows && !ctx.info.isSoftware)) {
+    if (quantLinearTc(ctx, x, w, opts.bias, y, M)) return y;
+    if (variant === 'tc') {
+      const plan = qtcPlan(ctx);
+      if (!('frag' in plan)) throw new ShapeError(`quantLinear: no f16 tensor cores here: ${plan.reason}`);
+    }
+    variant = 'auto'; // the kernel is being checked (or failed its check: qtcFailures): the other kernels meanwhile
+  }
   if (variant === 'auto') variant = M <= QUANT_GEMV_MAX_ROWS ? 'gemv' : quantManyRows(ctx);
   if (variant === 'gemv' && M > QUANT_GEMV_MAX_ROWS)
     throw new ShapeError(`quantLinear: the gemv kernel takes at most ${QUANT_GEMV_MAX_ROWS} rows, got ${M}`);

@@ -1,0 +1,87 @@
+// The fused dequantize + tensor-core kernel: its scalar reference (the same staging, decoding, tiling and
+// epilogue, sums without subgroup matrices) on this adapter against float64 of the f16-rounded operands; the
+// subgroup-matrix form runs the same list on the GPU machine (`qtc-bench --checks`).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createContext, type Context } from '../../context';
+import { ShapeError } from '../../errors';
+import { release, upload } from '../../tensor';
+import { randn } from '../../testing';
+import { quantSpec } from './formats';
+import { quantLinear } from './qmatmul';
+import { QTC_TILES, qtcSplit, qtcTileProblem, qtcTuning, type QtcTileName } from './qmatmul-tc';
+import { QTC_TOL, qtcCaseName, runQtcCase, type QtcCase } from './qmatmul-tc.cases';
+import { quantize, releaseQuant } from './quantize';
+
+let ctx: Context;
+beforeAll(async () => {
+  ctx = await createContext();
+});
+afterAll(() => ctx.destroy());
+
+const specs = [quantSpec('int8', 0), quantSpec('int8', 32), quantSpec('int4', 32), quantSpec('int4', 128), quantSpec('nf4', 64), quantSpec('nf4', 32, true)];
+const cases: QtcCase[] = [
+  ...specs.flatMap((w): QtcCase[] => [
+    { w, M: 5, N: 70, K: 256 },
+    { w, M: 17, N: 65, K: 203, bias: true },
+    { w, M: 2, N: 33, K: 100, x: 'f16' },
+  ]),
+  { w: quantSpec('int4', 64), M: 3, N: 40, K: 96, x: 'bf16' },
+  ...(Object.keys(QTC_TILES) as QtcTileName[]).map((tile): QtcCase => ({ w: quantSpec('int4', 64), M: 20, N: 150, K: 320, tile, bias: true })),
+  { w: quantSpec('int4', 64), M: 6, N: 70, K: 650, tile: 'm1n64k64', split: 3, bias: true },
+  { w: quantSpec('int8', 0), M: 3, N: 20, K: 510, tile: 'm1n64k64', split: 8 },
+];
+
+describe('dequant-matmul-tc (scalar reference)', () => {
+  for (const c of cases)
+    it(qtcCaseName(c), async () => {
+      // a tile beyond this adapter's workgroup memory is refused with the reason, before anything runs
+      const why = c.tile && qtcTileProblem(QTC_TILES[c.tile], { SM: 16, SN: 16, SK: 16, SG: 32 }, ctx.info.limits, true);
+      if (why) return void (await expect(runQtcCase(ctx, c, true)).rejects.toThrow(/bytes of workgroup memory exceed/));
+      const { err, kernel } = await runQtcCase(ctx, c, true);
+      expect(kernel).toMatch(/^dequant-matmul-tc-scalar-/);
+      expect(err).toBeLessThan(QTC_TOL);
+    });
+});
+
+describe('dequant-matmul-tc planning', () => {
+  it('refuses tiles that do not fit the fragment or the device, with the reason', () => {
+    const f = { SM: 16, SN: 16, SK: 16, SG: 32 };
+    const lim = { maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupStorageSize: 49152 };
+    expect(qtcTileProblem(QTC_TILES.m1n64k128, f, lim)).toBeNull();
+    expect(qtcTileProblem({ ...QTC_TILES.m1n64k128, nsg: 6 }, f, lim)).toMatch(/NSG 6 is not a multiple of NSN 4/);
+    expect(qtcTileProblem({ ...QTC_TILES.m1n64k128, bk: 48 }, f, lim)).toMatch(/BK 48 is not a multiple of 32/);
+    expect(qtcTileProblem({ mt: 1, nsn: 2, fns: 1, nsg: 8, bk: 32 }, f, lim)).toMatch(/K groups/);
+    expect(qtcTileProblem({ ...QTC_TILES.m1n64k128, nsg: 16 }, f, lim)).toMatch(/512 threads/);
+    expect(qtcTileProblem({ mt: 4, nsn: 4, fns: 4, nsg: 8, bk: 256 }, f, lim)).toMatch(/bytes of workgroup memory/);
+  });
+
+  it('splits K into whole steps, at most as many as asked', () => {
+    const t = QTC_TILES.m1n64k128;
+    expect(qtcSplit(t, 64, 4096, 1)).toEqual({ S: 1, kc: 4096 });
+    expect(qtcSplit(t, 64, 4096, 5)).toEqual({ S: 5, kc: 896 });
+    expect(qtcSplit(t, 64, 4000, 3)).toEqual({ S: 3, kc: 1408 });
+    expect(qtcSplit(t, 64, 200, 8)).toEqual({ S: 2, kc: 128 });
+    const saved = qtcTuning.splitTarget;
+    try {
+      qtcTuning.splitTarget = 264;
+      expect(qtcSplit(t, 64, 4096)).toEqual({ S: 5, kc: 896 });
+      expect(qtcSplit(t, 300, 4096)).toEqual({ S: 1, kc: 4096 });
+      expect(qtcSplit(t, 8, 512)).toEqual({ S: 2, kc: 256 }); // at least two steps per split
+    } finally {
+      qtcTuning.splitTarget = saved;
+    }
+  });
+
+  it("variant 'tc' without f16 subgroup matrices is a ShapeError; auto runs another kernel", async () => {
+    if (ctx.info.features.subgroupMatrix) return; // the GPU machine runs the tensor-core list instead
+    const w = upload(ctx, randn(64 * 64, 1), [64, 64]);
+    const q = quantize(ctx, w, quantSpec('int4', 64));
+    const x = upload(ctx, randn(8 * 64, 2), [8, 64]);
+    expect(() => quantLinear(ctx, x, q, { variant: 'tc' })).toThrow(ShapeError);
+    expect(() => quantLinear(ctx, x, q, { variant: 'tc' })).toThrow(/no f16 tensor cores here/);
+    const y = quantLinear(ctx, x, q);
+    expect(y.shape).toEqual([8, 64]);
+    release(ctx, w, x, y);
+    releaseQuant(ctx, q);
+  });
+});
