@@ -10,6 +10,7 @@
  *   matmul; profiler time of its two kernels) for M > 16.
  *   `--shapes=NxK,...` (default: the 7B and 1.1B projections), `--rows=4,8,16,32,64`, `--tiles=name,...`.
  *
+ * - `--auto`: quantLinear's own choice against the GEMV and dequant paths (see autoBench; `--nf4`, `--x=f16`).
  * - `--split`: K split targets for each tile (see splitBench), `--targets=0,264,...`, `--x=f16` (X's dtype).
  *   `--scalar` runs the portable reference instead (a smoke test of this entry on any adapter).
  *
@@ -19,7 +20,7 @@ import { createContext, type Context } from '../context';
 import { kernelsReady } from '../kernel-cache';
 import { quantSpec, type QuantSpec, type QuantTensor } from '../ops/quant/formats';
 import { quantLinear } from '../ops/quant/qmatmul';
-import { planQtc, QTC_TILES, qtcFailures, qtcTuning, quantLinearTc, type QtcTileName } from '../ops/quant/qmatmul-tc';
+import { lastQtcKernel, planQtc, QTC_TILES, qtcFailures, qtcTuning, quantLinearTc, type QtcTileName } from '../ops/quant/qmatmul-tc';
 import { QTC_TOL, qtcCaseName, qtcGpuCases, runQtcCase } from '../ops/quant/qmatmul-tc.cases';
 import { empty, release, upload } from '../tensor';
 import { args, gpuTime, log, randomData } from './quant-bench-common';
@@ -168,6 +169,41 @@ async function splitBench(ctx: Context, out: Record<string, unknown>): Promise<v
   out.split = { table };
 }
 
+/**
+ * `--auto`: what `quantLinear` runs by itself (`variant: 'tc'`: qtcTuning's rule for the shape) against the subgroup
+ * GEMV (M <= 16) and the `dequant` path, int4/64 (NF4/64 + double quantization with `--nf4`), X in f32 (`--x=f16`:
+ * f16), time per product as in `--split` (profiler, weights rotated over copies).
+ */
+async function autoBench(ctx: Context, out: Record<string, unknown>): Promise<void> {
+  const table: Record<string, unknown>[] = [];
+  const spec = args.includes('--nf4') ? quantSpec('nf4', 64, true) : quantSpec('int4', 64);
+  const xDtype = (opt('x') ?? 'f32') as 'f32' | 'f16';
+  for (const [N, K] of shapes) {
+    const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
+    const w = rotatedQuant(ctx, w16, spec);
+    release(ctx, w16);
+    for (const M of rows) {
+      const x = upload(ctx, randomData(M * K, 3), [M, K], xDtype);
+      const y = empty(ctx, [M, N]);
+      const per = async (v: 'tc' | 'gemv' | 'dequant') =>
+        +(((await gpuTime(ctx, [v], () => w.qs.forEach((q) => void quantLinear(ctx, x, q, { variant: v, out: y })))) / w.qs.length) * 1e6).toFixed(2);
+      lastQtcKernel.delete(ctx);
+      const tc = await per('tc');
+      const kernel = lastQtcKernel.get(ctx) ?? 'none';
+      const gemv = M <= 16 ? await per('gemv') : undefined;
+      const dequant = await per('dequant');
+      const base = Math.min(gemv ?? Infinity, dequant);
+      const row = { N, K, M, w: spec, x: xDtype, kernel, tc, gemv, dequant, speedup: +(base / tc).toFixed(2), GBps: +(w.bytes / tc / 1e3).toFixed(0) };
+      table.push(row);
+      log(`auto ${JSON.stringify(row)}`);
+      release(ctx, x, y);
+    }
+    w.free();
+    ctx.trimPool();
+  }
+  out.auto = { tuning: qtcTuning, table };
+}
+
 async function main() {
   const ctx = await createContext({ profile: true });
   const out: Record<string, unknown> = { date: new Date().toISOString(), args, adapter: { description: ctx.info.description, vendor: ctx.info.vendor, subgroupMatrixConfigs: ctx.info.subgroupMatrixConfigs } };
@@ -175,6 +211,7 @@ async function main() {
   if (args.includes('--checks')) failed += await checks(ctx, out);
   if (args.includes('--bench')) await bench(ctx, out);
   if (args.includes('--split')) await splitBench(ctx, out);
+  if (args.includes('--auto')) await autoBench(ctx, out);
   const fails = [...qtcFailures(ctx)].map(([k, e]) => ({ key: k.slice(0, 200), error: e.message.slice(0, 1500) }));
   if (fails.length) out.kernelFailures = fails;
   process.stdout.write(JSON.stringify(out) + '\n');

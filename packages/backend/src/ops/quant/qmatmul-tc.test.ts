@@ -8,7 +8,7 @@ import { release, upload } from '../../tensor';
 import { randn } from '../../testing';
 import { quantSpec } from './formats';
 import { quantLinear } from './qmatmul';
-import { QTC_TILES, qtcSplit, qtcTileProblem, qtcTuning, type QtcTileName } from './qmatmul-tc';
+import { QTC_TILES, qtcChoice, qtcSplit, qtcTileProblem, qtcTuning, type QtcTileName } from './qmatmul-tc';
 import { QTC_TOL, qtcCaseName, runQtcCase, type QtcCase } from './qmatmul-tc.cases';
 import { quantize, releaseQuant } from './quantize';
 
@@ -26,6 +26,8 @@ const cases: QtcCase[] = [
     { w, M: 2, N: 33, K: 100, x: 'f16' },
   ]),
   { w: quantSpec('int4', 64), M: 3, N: 40, K: 96, x: 'bf16' },
+  { w: quantSpec('int4', 64), M: 3, N: 40, K: 203, x: 'bf16' },
+  { w: quantSpec('nf4', 64), M: 9, N: 40, K: 203, x: 'f16', bias: true },
   ...(Object.keys(QTC_TILES) as QtcTileName[]).map((tile): QtcCase => ({ w: quantSpec('int4', 64), M: 20, N: 150, K: 320, tile, bias: true })),
   { w: quantSpec('int4', 64), M: 6, N: 70, K: 650, tile: 'm1n64k64', split: 3, bias: true },
   { w: quantSpec('int8', 0), M: 3, N: 20, K: 510, tile: 'm1n64k64', split: 8 },
@@ -61,14 +63,24 @@ describe('dequant-matmul-tc planning', () => {
     expect(qtcSplit(t, 64, 4096, 5)).toEqual({ S: 5, kc: 896 });
     expect(qtcSplit(t, 64, 4000, 3)).toEqual({ S: 3, kc: 1408 });
     expect(qtcSplit(t, 64, 200, 8)).toEqual({ S: 2, kc: 128 });
-    const saved = qtcTuning.splitTarget;
+    expect(qtcSplit(t, 64, 4096, undefined, 264)).toEqual({ S: 5, kc: 896 });
+    expect(qtcSplit(t, 300, 4096, undefined, 264)).toEqual({ S: 1, kc: 4096 });
+    expect(qtcSplit(t, 8, 512, undefined, 264)).toEqual({ S: 2, kc: 256 }); // at least two steps per split
+  });
+
+  it('auto takes the first matching rule; tile and splitTarget force one', () => {
+    expect(qtcChoice(16, 14336, 4096)).toEqual({ tile: QTC_TILES.m1n64k64, target: 0 });
+    expect(qtcChoice(5, 4096, 14336)).toEqual({ tile: QTC_TILES.m1n64k64, target: 792 });
+    expect(qtcChoice(16, 4096, 4096)).toEqual({ tile: QTC_TILES.m1n32k256, target: 0 });
+    expect(qtcChoice(17, 4096, 4096)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });
     try {
-      qtcTuning.splitTarget = 264;
-      expect(qtcSplit(t, 64, 4096)).toEqual({ S: 5, kc: 896 });
-      expect(qtcSplit(t, 300, 4096)).toEqual({ S: 1, kc: 4096 });
-      expect(qtcSplit(t, 8, 512)).toEqual({ S: 2, kc: 256 }); // at least two steps per split
+      qtcTuning.tile = 'm1n128k64';
+      expect(qtcChoice(5, 4096, 14336)).toEqual({ tile: QTC_TILES.m1n128k64, target: 0 });
+      qtcTuning.splitTarget = 100;
+      expect(qtcChoice(5, 4096, 14336)).toEqual({ tile: QTC_TILES.m1n128k64, target: 100 });
     } finally {
-      qtcTuning.splitTarget = saved;
+      qtcTuning.tile = undefined;
+      qtcTuning.splitTarget = undefined;
     }
   });
 

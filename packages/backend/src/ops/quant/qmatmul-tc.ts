@@ -45,16 +45,48 @@ export const QTC_TILES = {
 } as const satisfies Record<string, QtcTile>;
 export type QtcTileName = keyof typeof QTC_TILES;
 
-/** What `quantLinear`'s `auto` does with the fused tensor-core kernel: rows from `minRows` to `maxRows` take it
- *  (where the adapter has f16 subgroup matrices and the kernel has been checked), with `tile`. */
-export const qtcTuning: { tile: QtcTileName; minRows: number; maxRows: number; splitTarget: number } = { tile: 'm1n64k128', minRows: 5, maxRows: 16, splitTarget: 0 };
+/** A rule of {@link qtcTuning}: products with at most `maxRows` rows (and, where given, at least `minN` outputs, or
+ *  K at least twice N with `longK`) run `tile` with the K-split target `target` (0: no split). */
+export interface QtcRule {
+  maxRows?: number;
+  minN?: number;
+  longK?: boolean;
+  tile: QtcTileName;
+  target: number;
+}
 
-/** Splits of K for a product: 1 where the tiles reach `qtcTuning.splitTarget` workgroups (or it is 0), else as
+/**
+ * What `quantLinear`'s `auto` does with the fused kernel: rows from `minRows` to `maxRows` take it (where the
+ * adapter has f16 subgroup matrices and the kernel has been checked), with the first matching rule's tile and
+ * split target. `tile` / `splitTarget` force one for every product (benchmarks). Measured on an H100 (2026-11-24,
+ * `qtc-bench --split`, docs/PERFORMANCE.md): from 5 rows the fused kernel beats the subgroup GEMV on every decode
+ * shape, and at 64 rows the `dequant` path by 3-4.6x; for up to 16 rows 64-wide tiles suit many outputs, 32-wide
+ * tiles 256 deep the square shapes, and a K split the long-K ones; for more rows two row fragments per tile.
+ */
+export const qtcTuning: { minRows: number; maxRows: number; rules: QtcRule[]; tile?: QtcTileName; splitTarget?: number } = {
+  minRows: 5,
+  maxRows: 64,
+  rules: [
+    { maxRows: 16, minN: 12800, tile: 'm1n64k64', target: 0 },
+    { maxRows: 16, longK: true, tile: 'm1n64k64', target: 792 },
+    { maxRows: 16, tile: 'm1n32k256', target: 0 },
+    { tile: 'm2n64k128', target: 0 },
+  ],
+};
+
+/** The tile and split target `auto` runs for M x N x K (the first matching rule, or the forced ones). */
+export function qtcChoice(M: number, N: number, K: number): { tile: QtcTile; target: number } {
+  const r = qtcTuning.rules.find((r) => (r.maxRows === undefined || M <= r.maxRows) && (r.minN === undefined || N >= r.minN) && (!r.longK || K >= 2 * N));
+  const tile = qtcTuning.tile ?? r?.tile ?? 'm1n64k128';
+  return { tile: QTC_TILES[tile], target: qtcTuning.splitTarget ?? (qtcTuning.tile ? 0 : r?.target ?? 0) };
+}
+
+/** Splits of K for a product: 1 where the tiles reach `target` workgroups (or it is 0), else as
  *  many as bring them there, each a multiple of BK and at least two steps long; `force` asks for a count. Returns
  *  the count and the elements of K per split. */
-export function qtcSplit(t: QtcTile, tiles: number, K: number, force?: number): { S: number; kc: number } {
+export function qtcSplit(t: QtcTile, tiles: number, K: number, force?: number, target = 0): { S: number; kc: number } {
   const steps = Math.ceil(K / t.bk);
-  let want = force ?? (qtcTuning.splitTarget && tiles < qtcTuning.splitTarget ? Math.ceil(qtcTuning.splitTarget / tiles) : 1);
+  let want = force ?? (target && tiles < target ? Math.ceil(target / tiles) : 1);
   if (force === undefined) want = Math.min(want, Math.max(1, Math.floor(steps / 2)));
   const per = Math.ceil(steps / Math.max(1, Math.min(want, steps)));
   return { S: Math.ceil(steps / per), kc: per * t.bk };
@@ -113,11 +145,18 @@ export function qtcSource(s: QtcShape, f: Frag): string {
     c('FMT', s.fmt) + c('EPW', s.epw) + c('SM', f.SM) + c('SN', f.SN) + c('SK', f.SK) + c('SG', f.SG) + c('NSG', t.nsg) + c('MT', t.mt) +
     c('NSN', t.nsn) + c('FNS', t.fns) + c('KG', t.nsg / t.nsn) + c('BK', t.bk) + c('PAD', PAD) + `const HAS_BIAS: bool = ${s.hasBias};\n` + codeBookWgsl();
   // (x and x4, q and q4 cannot both be used by one entry point: only one view of each is emitted)
-  if (s.xVec) pre += '@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\n';
+  // X: 16 bytes of f32 (x4) or 8 bytes of 16-bit floats (x2) where K is a multiple of 4, else element by element
   const xb = (j: number) => `select(0.0, read_x(b + ${j}u), k + ${j}u < p.K)`;
-  pre +=
-    'fn ld_x(m: u32, k: u32) -> vec4f {\n  if (m >= p.M || k >= p.K) { return vec4f(0.0); }\n' +
-    (s.xVec ? '  return x4[(m * p.K + k) >> 2u];\n}\n' : `  let b = m * p.K + k;\n  return vec4f(${[0, 1, 2, 3].map(xb).join(', ')});\n}\n`);
+  const half = s.xDtype === 'bf16' ? (w: string) => `vec2f(bitcast<f32>(${w} << 16u), bitcast<f32>(${w} & 0xffff0000u))` : (w: string) => `unpack2x16float(${w})`;
+  let body = `  let b = m * p.K + k;\n  return vec4f(${[0, 1, 2, 3].map(xb).join(', ')});\n`;
+  if (s.xVec && s.xDtype === 'f32') {
+    pre += '@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\n';
+    body = '  return x4[(m * p.K + k) >> 2u];\n';
+  } else if (s.xVec) {
+    pre += '@group(0) @binding(1) var<storage, read> x2: array<vec2u>;\n';
+    body = `  let v = x2[(m * p.K + k) >> 2u];\n  return vec4f(${half('v.x')}, ${half('v.y')});\n`;
+  }
+  pre += 'fn ld_x(m: u32, k: u32) -> vec4f {\n  if (m >= p.M || k >= p.K) { return vec4f(0.0); }\n' + body + '}\n';
   if (s.qVec) pre += '@group(0) @binding(2) var<storage, read> q4: array<vec4u>;\n';
   pre +=
     'fn ld_w(n: u32, w: u32) -> vec4u {\n' +
@@ -241,7 +280,7 @@ export const lastQtcKernel = new WeakMap<Context, string>();
 /** Options of {@link quantLinearTc}. */
 export interface QtcOptions {
   tile?: QtcTile;
-  /** Splits of K (see {@link qtcSplit}; default from `qtcTuning.splitTarget`). */
+  /** Splits of K (see {@link qtcSplit}; default: the rule's target, or with `tile` `qtcTuning.splitTarget`). */
   split?: number;
   /** The portable reference instead of subgroup matrices (tests). */
   scalar?: boolean;
@@ -258,7 +297,8 @@ export function planQtc(ctx: Context, x: DeviceTensor, w: QuantTensor, bias: Dev
   const plan = qtcPlan(ctx);
   if (!scalar && !('frag' in plan)) return null;
   const f = fragOf(scalar ? null : (plan as TensorCorePlan));
-  const t = opts.tile ?? QTC_TILES[qtcTuning.tile];
+  const choice = qtcChoice(M, N, K);
+  const t = opts.tile ?? choice.tile;
   const why = qtcTileProblem(t, f, ctx.info.limits, scalar);
   if (why) throw new ShapeError(`quantLinear: tensor-core tile ${JSON.stringify(t)}: ${why}`);
   const s: QtcShape = {
@@ -266,7 +306,7 @@ export function planQtc(ctx: Context, x: DeviceTensor, w: QuantTensor, bias: Dev
     fmt: FMT_ID[w.spec.format],
     epw: w.layout.epw,
     xDtype: x.dtype,
-    xVec: x.dtype === 'f32' && K % 4 === 0,
+    xVec: K % 4 === 0 && (x.dtype === 'f32' || x.dtype === 'f16' || x.dtype === 'bf16'),
     qVec: wpr % 4 === 0,
     dq: !!w.spec.doubleQuant,
     hasBias: !!bias,
@@ -294,7 +334,7 @@ export function planQtc(ctx: Context, x: DeviceTensor, w: QuantTensor, bias: Dev
   if (!kernel) return null;
   const gx = Math.ceil(N / (t.nsn * t.fns * f.SN));
   const gy = Math.ceil(M / (t.mt * f.SM));
-  const { S, kc } = qtcSplit(t, gx * gy, K, opts.split);
+  const { S, kc } = qtcSplit(t, gx * gy, K, opts.split, opts.tile ? qtcTuning.splitTarget ?? 0 : choice.target);
   if (gx > 65535 || gy > 65535 || S > 65535) throw new ShapeError(`quantLinear: ${gy} x ${gx} x ${S} workgroup tiles are more than one dispatch takes`);
   const dq = s.dq ? [w.absmax2!.buffer, w.offset!.buffer] : [];
   return { name, S, kernel, buffers: [x.buffer, w.data.buffer, w.scales.buffer, b.buffer, y.buffer, ...dq], workgroups: [gx, gy, S], params: [M, N, K, w.layout.G, w.layout.nb, wpr, kc] };
