@@ -59,13 +59,14 @@ export interface QtcRule {
  * What `quantLinear`'s `auto` does with the fused kernel: rows from `minRows` to `maxRows` take it (where the
  * adapter has f16 subgroup matrices and the kernel has been checked), with the first matching rule's tile and
  * split target. `tile` / `splitTarget` force one for every product (benchmarks). Measured on an H100 (2026-11-24,
- * `qtc-bench --split`, docs/PERFORMANCE.md): from 5 rows the fused kernel beats the subgroup GEMV on every decode
- * shape, and at 64 rows the `dequant` path by 3-4.6x; for up to 16 rows 64-wide tiles suit many outputs, 32-wide
- * tiles 256 deep the square shapes, and a K split the long-K ones; for more rows two row fragments per tile.
+ * `qtc-bench --split` and `--auto`, docs/PERFORMANCE.md): from 5 rows the fused kernel beats the subgroup GEMV on
+ * every decode shape, and the `dequant` path by 2-7.5x at 32-128 rows and 1.3-3x at 256; for up to 16 rows 64-wide
+ * tiles suit many outputs, 32-wide tiles 256 deep the square shapes, and a K split the long-K ones; for more rows
+ * two row fragments per tile.
  */
 export const qtcTuning: { minRows: number; maxRows: number; rules: QtcRule[]; tile?: QtcTileName; splitTarget?: number } = {
   minRows: 5,
-  maxRows: 64,
+  maxRows: 256,
   rules: [
     { maxRows: 16, minN: 12800, tile: 'm1n64k64', target: 0 },
     { maxRows: 16, longK: true, tile: 'm1n64k64', target: 792 },

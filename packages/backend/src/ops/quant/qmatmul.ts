@@ -16,9 +16,10 @@ import { qtcPlan, quantLinearTc, qtcTuning } from './qmatmul-tc';
  * memory), `gemv` (decode, at most 16 rows), `dequant` (W dequantized to a temporary f16 matrix, then the
  * backend's `matmul`, tensor cores included where it has them: costs one layer's f16 weight in memory), `tc`
  * (the fused dequantize + tensor-core kernel of `qmatmul-tc.ts`: W's tiles dequantized into workgroup memory as
- * f16, products on subgroup matrices; a ShapeError where the adapter has none, `gemv` while its WGSL is being
- * checked), or `auto` (`tc` for `qtcTuning`'s rows where the adapter has f16 subgroup matrices and the kernel
- * has been checked, else gemv for few rows, else {@link QUANT_MANY_ROWS}).
+ * f16, X rounded to f16 (beyond +-65504 it becomes infinite, as under f16 autocast), products on subgroup
+ * matrices with f32 accumulation; a ShapeError where the adapter has none, the other kernels while its WGSL is
+ * being checked), or `auto` (`tc` for `qtcTuning`'s rows, 5-256, where the adapter has f16 subgroup matrices
+ * and the kernel has been checked, else gemv for few rows, else {@link QUANT_MANY_ROWS}).
  */
 export type QuantMatmulVariant = 'auto' | 'tiled' | 'gemv' | 'dequant' | 'tc';
 
