@@ -22,7 +22,8 @@ function partOf(p: Projection, x: Tensor): GemvPart | null {
 
 /**
  * Projections of one input (a layer's q, k and v, or its gate and up) as one GEMV dispatch (`gemvParts`) in a
- * decoding step: where no gradient is recorded, x has 1..16 rows, and each projection is a plain frozen weight
+ * decoding step: where no gradient is recorded, x has 1..16 rows (quantized weights: fewer rows than `quantLinear`
+ * runs on tensor cores, where the adapter has them; see `tryGemvParts`), and each projection is a plain frozen weight
  * that the decode GEMV reads (a `QuantLinear`, or a `Linear` with an f16, bf16 or f32 weight, under f32 compute) of
  * one storage format. The results are those of each `forward(x)`, up to f32 rounding. Returns null where it
  * does not apply (then the caller runs each projection).

@@ -8,7 +8,7 @@ import { release, upload } from '../../tensor';
 import { randn } from '../../testing';
 import { quantSpec } from './formats';
 import { quantLinear } from './qmatmul';
-import { QTC_TILES, qtcChoice, qtcSplit, qtcTileProblem, qtcTuning, type QtcTileName } from './qmatmul-tc';
+import { QTC_TILES, qtcChoice, qtcSplit, qtcTileProblem, qtcTuning, quantRowsOnTensorCores, type QtcTileName } from './qmatmul-tc';
 import { QTC_TOL, qtcCaseName, runQtcCase, type QtcCase } from './qmatmul-tc.cases';
 import { quantize, releaseQuant } from './quantize';
 
@@ -82,6 +82,25 @@ describe('dequant-matmul-tc planning', () => {
       qtcTuning.tile = undefined;
       qtcTuning.splitTarget = undefined;
     }
+  });
+
+  it('quantLinear takes the tensor-core kernel for qtcTuning\'s rows where the adapter has f16 subgroup matrices', () => {
+    const info = (over: object) => ({
+      info: {
+        isSoftware: false,
+        features: { subgroupMatrix: true, shaderF16: true },
+        subgroupMatrixConfigs: [{ M: 16, N: 16, K: 16, componentType: 'f16', resultComponentType: 'f32' }],
+        subgroupSizes: { min: 32, max: 32 },
+        wgslFeatures: [],
+        ...over,
+      },
+    }) as unknown as Pick<Context, 'info'>;
+    const gpu = info({});
+    expect([4, 5, 16, 256, 257].map((M) => quantRowsOnTensorCores(gpu, M))).toEqual([false, true, true, true, false]);
+    expect(quantRowsOnTensorCores(info({ isSoftware: true }), 16)).toBe(false);
+    expect(quantRowsOnTensorCores(info({ subgroupMatrixConfigs: [] }), 16)).toBe(false);
+    expect(quantRowsOnTensorCores(info({ subgroupSizes: { min: 16, max: 32 } }), 16)).toBe(false);
+    expect(quantRowsOnTensorCores(ctx, 16)).toBe(!!ctx.info.features.subgroupMatrix && !ctx.info.isSoftware);
   });
 
   it("variant 'tc' without f16 subgroup matrices is a ShapeError; auto runs another kernel", async () => {

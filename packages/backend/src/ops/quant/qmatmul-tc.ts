@@ -275,6 +275,13 @@ export function qtcPlan(ctx: Context): TensorCorePlan | { reason: string } {
   return contextTcPlan(ctx);
 }
 
+/** Whether `quantLinear`'s `auto` runs M rows on the fused tensor-core kernel on this context (`qtcTuning`'s rows,
+ *  an adapter with f16 subgroup matrices; once its WGSL has been checked). Callers that would batch quantized
+ *  products into one GEMV (`tryGemvParts`) leave such rows to it. */
+export function quantRowsOnTensorCores(ctx: Pick<Context, 'info'>, M: number): boolean {
+  return M >= qtcTuning.minRows && M <= qtcTuning.maxRows && !ctx.info.isSoftware && 'frag' in contextTcPlan(ctx as Context);
+}
+
 /** The kernel that ran the last {@link quantLinearTc} of a context (tests and benchmarks). */
 export const lastQtcKernel = new WeakMap<Context, string>();
 

@@ -9,7 +9,7 @@ import { FMT_ID, type QuantTensor } from './formats';
 import { matmul } from '../core/matmul';
 import { dequantize, describeQuant, quantPrelude, quantScales } from './quantize';
 import { gemvSubgroupsAvailable, quantGemvSg } from './gemv';
-import { qtcPlan, quantLinearTc, qtcTuning } from './qmatmul-tc';
+import { qtcPlan, quantLinearTc, quantRowsOnTensorCores } from './qmatmul-tc';
 
 /**
  * Which kernels run a quantized product: `tiled` (the fused kernel: W's tiles dequantized into workgroup
@@ -70,7 +70,7 @@ export function quantLinear(ctx: Context, x: DeviceTensor, w: QuantTensor, opts:
   checkBinding(ctx, y, 'quantLinear', 'y');
   if (M === 0) return y;
   let variant = opts.variant ?? 'auto';
-  if (variant === 'tc' || (variant === 'auto' && M >= qtcTuning.minRows && M <= qtcTuning.maxRows && !ctx.info.isSoftware)) {
+  if (variant === 'tc' || (variant === 'auto' && quantRowsOnTensorCores(ctx, M))) {
     if (quantLinearTc(ctx, x, w, opts.bias, y, M)) return y;
     if (variant === 'tc') {
       const plan = qtcPlan(ctx);
