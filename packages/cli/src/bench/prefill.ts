@@ -2,7 +2,7 @@
 // time to the end of its GPU work, with quantLinear's fused tensor-core kernel for 5-256 rows (`tc`, the default)
 // against the kernels it replaced (`old`: the subgroup GEMV, q/k/v and gate/up fused, for at most 16 rows, the
 // dequant path above; `qtcTuning.minRows` set past every length), alternating, in one process; and how far the
-// two last-position logits are apart (max-abs over max-abs: f16 rounding of X and W on the tensor-core path).
+// two last-position logits are apart (the order of the two alternates between repetitions) (max-abs over max-abs: f16 rounding of X and W on the tensor-core path).
 // Prints one JSON line. On the GPU machine, with the models of decode-7b.sh / qlora-make-model.py:
 //   bash .gpu/run.sh prefill <model dir> [--quantize=int4|nf4|int8] [--lengths=8,16,64,256] [--reps=5]
 import { copyRows, createContext, download, empty, kernelsReady, qtcTuning, type QuantFormat } from '@rusty/backend';
@@ -60,7 +60,7 @@ for (const P of lengths) {
   let a: Float32Array = new Float32Array(0);
   let b: Float32Array = new Float32Array(0);
   for (let r = 0; r < reps; r++)
-    for (const mode of ['tc', 'old'] as const) {
+    for (const mode of r % 2 ? (['old', 'tc'] as const) : (['tc', 'old'] as const)) {
       const o = await once(P, mode);
       ms[mode].push(o.ms);
       if (mode === 'tc') a = o.last;
