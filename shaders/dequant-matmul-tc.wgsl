@@ -26,6 +26,8 @@
 //   Subgroup g takes column fragments (g % NSN) * FNS .. + FNS - 1 and the SK-slices k of the step with
 //   (k / SK) % KG == g / NSN; its accumulators go through workgroup memory, where the KG partial sums of each
 //   output are added in a fixed order (deterministic), the bias added and Y written.
+// PROBE (benchmarks only; 0 otherwise, wrong results else): 1 stages no X, 2 stores W's raw words instead of
+//   decoding them, 3 skips the multiply-accumulates (what each part of a step costs).
 const WG: u32 = NSG * SG;
 const BM: u32 = MT * SM;
 const BN: u32 = NSN * FNS * SN;
@@ -53,7 +55,7 @@ fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
     rw[l] = select(vec4u(0u), ld_w(n, w), ok);
     rs[l] = select(0.0, scale_at(n * p.nb + (w * EPW) / p.G), ok);
   }
-  for (var l = 0u; l < PX; l++) {
+  for (var l = 0u; l < PX * u32(PROBE != 1u); l++) {
     let u = l * WG + lid;
     rx[l] = select(vec4f(0.0), ld_x(m0 + u / (BK / 4u), k0 + (u % (BK / 4u)) * 4u), u < X_UNITS);
   }
@@ -96,13 +98,16 @@ fn stash(lid: u32) {
       let o = (u / (BK / EPU)) * ST + (u % (BK / EPU)) * EPU;
       let w = rw[l];
       for (var i = 0u; i < 4u; i++) {
-        if (FMT == 1u) { put_i4(o + i * 8u, w[i], f16(rs[l])); }
+        if (PROBE == 2u) {
+          let h = bitcast<vec2<f16>>(w[i] ^ bitcast<u32>(rs[l]));
+          for (var e = 0u; e < EPW; e += 2u) { Ws[o + i * EPW + e] = h.x; Ws[o + i * EPW + e + 1u] = h.y; }
+        } else if (FMT == 1u) { put_i4(o + i * 8u, w[i], f16(rs[l])); }
         else if (FMT == 0u) { put_i8(o + i * 4u, w[i], rs[l]); }
         else { put_nf4(o + i * 8u, w[i], rs[l]); }
       }
     }
   }
-  for (var l = 0u; l < PX; l++) {
+  for (var l = 0u; l < PX * u32(PROBE != 1u); l++) {
     let u = l * WG + lid;
     if (u < X_UNITS) {
       let o = (u / (BK / 4u)) * ST + (u % (BK / 4u)) * 4u;

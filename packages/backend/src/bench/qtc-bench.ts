@@ -11,7 +11,8 @@
  *   `--shapes=NxK,...` (default: the 7B and 1.1B projections), `--rows=4,8,16,32,64`, `--tiles=name,...`.
  *
  * - `--auto`: quantLinear's own choice against the GEMV and dequant paths (see autoBench; `--nf4`, `--x=f16`).
- * - `--split`: K split targets for each tile (see splitBench), `--targets=0,264,...`, `--x=f16` (X's dtype).
+ * - `--split`: K split targets for each tile (see splitBench), `--targets=0,264,...`, `--x=f16` (X's dtype),
+ *   `--probe=1|2|3` (the kernel without X staging / W decoding / multiply-accumulates: wrong results, for timing).
  *   `--scalar` runs the portable reference instead (a smoke test of this entry on any adapter).
  *
  *   bash .gpu/run.sh qtc-bench [--checks] [--bench] [--scalar] [--reps=N] [--shapes=...] [--rows=...] [--tiles=...]
@@ -150,7 +151,8 @@ async function splitBench(ctx: Context, out: Record<string, unknown>): Promise<v
         for (const target of targets) {
           qtcTuning.splitTarget = target;
           try {
-            const o = { tile: QTC_TILES[tile], scalar };
+            const probe = Number(opt('probe') ?? 0) as 0 | 1 | 2 | 3;
+            const o = { tile: QTC_TILES[tile], scalar, ...(probe ? { probe } : {}) };
             if (!planQtc(ctx, x, w.qs[0]!, undefined, y, M, o)) await kernelsReady(ctx);
             const S = planQtc(ctx, x, w.qs[0]!, undefined, y, M, o)?.S;
             if (!S) throw new Error('the kernel failed its check');

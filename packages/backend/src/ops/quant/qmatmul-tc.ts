@@ -135,6 +135,8 @@ export interface QtcShape {
   hasBias: boolean;
   /** The portable reference (no subgroup matrices). */
   scalar: boolean;
+  /** Benchmarks only (wrong results): 1 no X staged, 2 W's words stored undecoded, 3 no multiply-accumulates. */
+  probe?: 1 | 2 | 3;
 }
 
 /** The WGSL of a kernel: constants and helpers, `shaders/dequant-matmul-tc.wgsl`, and its entry point (the
@@ -144,7 +146,7 @@ export function qtcSource(s: QtcShape, f: Frag): string {
   const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
   let pre =
     c('FMT', s.fmt) + c('EPW', s.epw) + c('SM', f.SM) + c('SN', f.SN) + c('SK', f.SK) + c('SG', f.SG) + c('NSG', t.nsg) + c('MT', t.mt) +
-    c('NSN', t.nsn) + c('FNS', t.fns) + c('KG', t.nsg / t.nsn) + c('BK', t.bk) + c('PAD', PAD) + `const HAS_BIAS: bool = ${s.hasBias};\n` + codeBookWgsl();
+    c('NSN', t.nsn) + c('FNS', t.fns) + c('KG', t.nsg / t.nsn) + c('BK', t.bk) + c('PAD', PAD) + c('PROBE', s.probe ?? 0) + `const HAS_BIAS: bool = ${s.hasBias};\n` + codeBookWgsl();
   // (x and x4, q and q4 cannot both be used by one entry point: only one view of each is emitted)
   // X: 16 bytes of f32 (x4) or 8 bytes of 16-bit floats (x2) where K is a multiple of 4, else element by element
   const xb = (j: number) => `select(0.0, read_x(b + ${j}u), k + ${j}u < p.K)`;
@@ -165,7 +167,9 @@ export function qtcSource(s: QtcShape, f: Frag): string {
       ? '  return q4[(n * p.wpr + w) >> 2u];\n}\n'
       : `  let o = n * p.wpr + w;\n  return vec4u(q[o], ${[1, 2, 3].map((i) => `select(0u, q[o + ${i}u], w + ${i}u < p.wpr)`).join(', ')});\n}\n`);
   pre += `fn scale_at(i: u32) -> f32 { return ${s.dq ? dqScale('s', 'absmax2', 'offset') : 'read_s(i)'}; }\n`;
-  return pre + wgsl.replace('//@entry', s.scalar ? scalarEntry() : tcEntry(t, f));
+  let entry = s.scalar ? scalarEntry() : tcEntry(t, f);
+  if (s.probe === 3) entry = entry.replace(/^\s*acc_\d+_\d+ = subgroupMatrixMultiplyAccumulate.*$/gm, '');
+  return pre + wgsl.replace('//@entry', entry);
 }
 
 const PROLOGUE = `  let m0 = wg.y * BM;
@@ -292,6 +296,8 @@ export interface QtcOptions {
   split?: number;
   /** The portable reference instead of subgroup matrices (tests). */
   scalar?: boolean;
+  /** See {@link QtcShape.probe} (benchmarks). */
+  probe?: 1 | 2 | 3;
 }
 
 /**
@@ -319,6 +325,7 @@ export function planQtc(ctx: Context, x: DeviceTensor, w: QuantTensor, bias: Dev
     dq: !!w.spec.doubleQuant,
     hasBias: !!bias,
     scalar,
+    ...(opts.probe ? { probe: opts.probe } : {}),
   };
   const b = bias ?? x;
   const name = `dequant-matmul-tc${scalar ? '-scalar' : ''}-m${t.mt}n${t.nsn}x${t.fns}g${t.nsg}k${t.bk}`;
