@@ -12,7 +12,7 @@
 //   per word), SM x SN x SK (the adapter's f16 fragment), SG (subgroup size), NSG subgroups, MT row fragments
 //   (BM = MT * SM rows of X per workgroup), NSN subgroups along N each owning FNS column fragments (BN = NSN *
 //   FNS * SN), KG = NSG / NSN groups of subgroups splitting each K step, BK (K per step), PAD (f16 elements
-//   after each staged row), PF (steps fetched ahead: register slots), HAS_BIAS, SCALAR (the portable reference: no subgroup matrices, each thread sums its
+//   after each staged row), HAS_BIAS, SCALAR (the portable reference: no subgroup matrices, each thread sums its
 //   outputs from the same staged tiles); the functions ld_x(m, k) -> vec4f (4 elements of X, 0 past M or K),
 //   ld_w(n, w) -> vec4u (4 words of W's row n, 0 past N or wpr) and scale_at(i); the code book constants; and,
 //   for subgroup matrices, the aliases Lm / Rm / Acc and the unrolled code at //@acc, //@mma and //@store.
@@ -21,9 +21,8 @@
 //   Workgroup: NSG * SG threads.
 // Scheme: per K step the [BN, BK] slice of W is dequantized (codes times block scale, rounded once to f16; int4
 //   in pairs of f16 lanes: a nibble OR-ed into the mantissa of 1024.0 minus 1032.0 is u - 8 exactly) and the
-//   [BM, BK] slice of X converted to f16, both into workgroup memory rows of BK + PAD halves; the words, scales
-//   and X of the next PF steps are in flight in PF slots of registers while the subgroups multiply this one
-//   (two barriers a step; the step loop is unrolled PF times so that every slot is named).
+//   [BM, BK] slice of X converted to f16, both into workgroup memory rows of BK + PAD halves; the next step's
+//   words, scales and X are loaded into registers while the subgroups multiply this one (two barriers a step).
 //   Subgroup g takes column fragments (g % NSN) * FNS .. + FNS - 1 and the SK-slices k of the step with
 //   (k / SK) % KG == g / NSN; its accumulators go through workgroup memory, where the KG partial sums of each
 //   output are added in a fixed order (deterministic), the bias added and Y written.
@@ -42,24 +41,23 @@ const PX: u32 = (X_UNITS + WG - 1u) / WG;
 var<workgroup> Xs: array<f16, BM * ST>;
 var<workgroup> Ws: array<f16, BN * ST>;
 var<workgroup> lut: array<f32, 16>;
-// (the register slots rw<d> / rs<d> / rx<d>, d < PF, are declared by the wrapper)
-alias RW = ptr<private, array<vec4u, PW>>;
-alias RS = ptr<private, array<f32, PW>>;
-alias RX = ptr<private, array<vec4f, PX>>;
+var<private> rw: array<vec4u, PW>;
+var<private> rs: array<f32, PW>;
+var<private> rx: array<vec4f, PX>;
 
-// a step's W words and scales and X elements, into one slot of registers
-fn fetch(rw: RW, rs: RS, rx: RX, m0: u32, n0: u32, k0: u32, lid: u32) {
+// the next step's W words and scales and X elements, into registers
+fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
   for (var l = 0u; l < PW; l++) {
     let u = l * WG + lid;
     let n = n0 + u / (BK / EPU);
     let w = k0 / EPW + (u % (BK / EPU)) * 4u;
     let ok = u < W_UNITS && n < p.N && w < p.wpr;
-    (*rw)[l] = select(vec4u(0u), ld_w(n, w), ok);
-    (*rs)[l] = select(0.0, scale_at(n * p.nb + (w * EPW) / p.G), ok);
+    rw[l] = select(vec4u(0u), ld_w(n, w), ok);
+    rs[l] = select(0.0, scale_at(n * p.nb + (w * EPW) / p.G), ok);
   }
   for (var l = 0u; l < PX * u32(PROBE != 1u); l++) {
     let u = l * WG + lid;
-    (*rx)[l] = select(vec4f(0.0), ld_x(m0 + u / (BK / 4u), k0 + (u % (BK / 4u)) * 4u), u < X_UNITS);
+    rx[l] = select(vec4f(0.0), ld_x(m0 + u / (BK / 4u), k0 + (u % (BK / 4u)) * 4u), u < X_UNITS);
   }
 }
 
@@ -92,21 +90,20 @@ fn put_nf4(o: u32, w: u32, s: f32) {
   Ws[o + 4u] = c.x; Ws[o + 5u] = c.y; Ws[o + 6u] = c.z; Ws[o + 7u] = c.w;
 }
 
-// one slot of registers into workgroup memory: W dequantized, X as f16
-fn stash(rw: RW, rs: RS, rx: RX, lid: u32) {
+// the registers into workgroup memory: W dequantized, X as f16
+fn stash(lid: u32) {
   for (var l = 0u; l < PW; l++) {
     let u = l * WG + lid;
     if (u < W_UNITS) {
       let o = (u / (BK / EPU)) * ST + (u % (BK / EPU)) * EPU;
-      let w = (*rw)[l];
-      let sc = (*rs)[l];
+      let w = rw[l];
       for (var i = 0u; i < 4u; i++) {
         if (PROBE == 2u) {
-          let h = bitcast<vec2<f16>>(w[i] ^ bitcast<u32>(sc));
+          let h = bitcast<vec2<f16>>(w[i] ^ bitcast<u32>(rs[l]));
           for (var e = 0u; e < EPW; e += 2u) { Ws[o + i * EPW + e] = h.x; Ws[o + i * EPW + e + 1u] = h.y; }
-        } else if (FMT == 1u) { put_i4(o + i * 8u, w[i], f16(sc)); }
-        else if (FMT == 0u) { put_i8(o + i * 4u, w[i], sc); }
-        else { put_nf4(o + i * 8u, w[i], sc); }
+        } else if (FMT == 1u) { put_i4(o + i * 8u, w[i], f16(rs[l])); }
+        else if (FMT == 0u) { put_i8(o + i * 4u, w[i], rs[l]); }
+        else { put_nf4(o + i * 8u, w[i], rs[l]); }
       }
     }
   }
@@ -114,7 +111,7 @@ fn stash(rw: RW, rs: RS, rx: RX, lid: u32) {
     let u = l * WG + lid;
     if (u < X_UNITS) {
       let o = (u / (BK / 4u)) * ST + (u % (BK / 4u)) * 4u;
-      let h = vec4<f16>((*rx)[l]);
+      let h = vec4<f16>(rx[l]);
       Xs[o] = h.x; Xs[o + 1u] = h.y; Xs[o + 2u] = h.z; Xs[o + 3u] = h.w;
     }
   }

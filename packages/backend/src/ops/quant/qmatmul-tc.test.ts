@@ -31,7 +31,6 @@ const cases: QtcCase[] = [
   ...(Object.keys(QTC_TILES) as QtcTileName[]).map((tile): QtcCase => ({ w: quantSpec('int4', 64), M: 20, N: 150, K: 320, tile, bias: true })),
   { w: quantSpec('int4', 64), M: 6, N: 70, K: 650, tile: 'm1n64k64', split: 3, bias: true },
   { w: quantSpec('int8', 0), M: 3, N: 20, K: 510, tile: 'm1n64k64', split: 8 },
-  { w: quantSpec('nf4', 64, true), M: 7, N: 70, K: 650, tile: 'm1n64k64p3', split: 3, bias: true },
 ];
 
 describe('dequant-matmul-tc (scalar reference)', () => {

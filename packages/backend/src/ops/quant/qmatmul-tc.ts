@@ -30,8 +30,6 @@ export interface QtcTile {
   fns: number;
   nsg: number;
   bk: number;
-  /** Steps fetched ahead into registers (1 when absent). */
-  pf?: number;
 }
 
 /** Tiles measured on the GPU machine (`qtc-bench`); `qtcTuning` names the ones `auto` runs. */
@@ -44,10 +42,6 @@ export const QTC_TILES = {
   m4n64k64: { mt: 4, nsn: 4, fns: 1, nsg: 4, bk: 64 },
   m1n128k128g4: { mt: 1, nsn: 4, fns: 2, nsg: 4, bk: 128 },
   m2n128k64g4: { mt: 2, nsn: 4, fns: 2, nsg: 4, bk: 64 },
-  m1n64k64p3: { mt: 1, nsn: 4, fns: 1, nsg: 4, bk: 64, pf: 3 },
-  m1n32k256p2: { mt: 1, nsn: 2, fns: 1, nsg: 8, bk: 256, pf: 2 },
-  m1n64k128p2: { mt: 1, nsn: 4, fns: 1, nsg: 8, bk: 128, pf: 2 },
-  m2n64k128p2: { mt: 2, nsn: 4, fns: 1, nsg: 8, bk: 128, pf: 2 },
 } as const satisfies Record<string, QtcTile>;
 export type QtcTileName = keyof typeof QTC_TILES;
 
@@ -119,7 +113,6 @@ export function qtcSharedBytes(t: QtcTile, f: Frag, scalar: boolean): number {
 /** Why a tile does not fit this fragment, format and device, or null when it does. */
 export function qtcTileProblem(t: QtcTile, f: Frag, limits: Record<string, number>, scalar = false): string | null {
   if (t.nsg % t.nsn) return `NSG ${t.nsg} is not a multiple of NSN ${t.nsn}`;
-  if (!Number.isInteger(t.pf ?? 1) || (t.pf ?? 1) < 1 || (t.pf ?? 1) > 4) return `PF ${t.pf} is not 1..4`;
   const kg = t.nsg / t.nsn;
   if (t.bk % 32) return `BK ${t.bk} is not a multiple of 32 (a 16-byte unit of int4 codes)`;
   if (t.bk % (f.SK * kg)) return `BK ${t.bk} is not a multiple of the fragment's K ${f.SK} times the ${kg} K groups`;
@@ -153,7 +146,7 @@ export function qtcSource(s: QtcShape, f: Frag): string {
   const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
   let pre =
     c('FMT', s.fmt) + c('EPW', s.epw) + c('SM', f.SM) + c('SN', f.SN) + c('SK', f.SK) + c('SG', f.SG) + c('NSG', t.nsg) + c('MT', t.mt) +
-    c('NSN', t.nsn) + c('FNS', t.fns) + c('KG', t.nsg / t.nsn) + c('BK', t.bk) + c('PAD', PAD) + c('PF', t.pf ?? 1) + c('PROBE', s.probe ?? 0) + `const HAS_BIAS: bool = ${s.hasBias};\n` + codeBookWgsl();
+    c('NSN', t.nsn) + c('FNS', t.fns) + c('KG', t.nsg / t.nsn) + c('BK', t.bk) + c('PAD', PAD) + c('PROBE', s.probe ?? 0) + `const HAS_BIAS: bool = ${s.hasBias};\n` + codeBookWgsl();
   // (x and x4, q and q4 cannot both be used by one entry point: only one view of each is emitted)
   // X: 16 bytes of f32 (x4) or 8 bytes of 16-bit floats (x2) where K is a multiple of 4, else element by element
   const xb = (j: number) => `select(0.0, read_x(b + ${j}u), k + ${j}u < p.K)`;
@@ -174,9 +167,7 @@ export function qtcSource(s: QtcShape, f: Frag): string {
       ? '  return q4[(n * p.wpr + w) >> 2u];\n}\n'
       : `  let o = n * p.wpr + w;\n  return vec4u(q[o], ${[1, 2, 3].map((i) => `select(0u, q[o + ${i}u], w + ${i}u < p.wpr)`).join(', ')});\n}\n`);
   pre += `fn scale_at(i: u32) -> f32 { return ${s.dq ? dqScale('s', 'absmax2', 'offset') : 'read_s(i)'}; }\n`;
-  const slots = [...Array(t.pf ?? 1).keys()];
-  pre += slots.map((d) => `var<private> rw${d}: array<vec4u, PW>;\nvar<private> rs${d}: array<f32, PW>;\nvar<private> rx${d}: array<vec4f, PX>;\n`).join('');
-  let entry = s.scalar ? scalarEntry(t) : tcEntry(t, f);
+  let entry = s.scalar ? scalarEntry() : tcEntry(t, f);
   if (s.probe === 3) entry = entry.replace(/^\s*acc_\d+_\d+ = subgroupMatrixMultiplyAccumulate.*$/gm, '');
   return pre + wgsl.replace('//@entry', entry);
 }
@@ -188,30 +179,14 @@ const PROLOGUE = `  let m0 = wg.y * BM;
     workgroupBarrier();
   }
   let kb = wg.z * p.kc;
-  let nt = (min(p.K, kb + p.kc) - kb + BK - 1u) / BK;`;
+  let nt = (min(p.K, kb + p.kc) - kb + BK - 1u) / BK;
+  fetch(m0, n0, kb, lid);
+  stash(lid);
+  workgroupBarrier();`;
 
-/** The step loop for `pf` register slots, unrolled pf times: step s is multiplied (`body`) from workgroup memory
- *  while slot s % pf fetches step s + pf; then slot (s + 1) % pf is stashed for the next step. */
-function stepLoop(t: QtcTile, body: string): string {
-  const D = t.pf ?? 1;
-  const slot = (d: number) => `&rw${d}, &rs${d}, &rx${d}`;
-  const first = [...Array(D).keys()].map((d) => `  if (${d}u < nt) { fetch(${slot(d)}, m0, n0, kb + ${d}u * BK, lid); }`).join('\n');
-  const steps = [...Array(D).keys()]
-    .map(
-      (d) => `    {
-      let s = t + ${d}u;
-      if (s + ${D}u < nt) { fetch(${slot(d)}, m0, n0, kb + (s + ${D}u) * BK, lid); }
-      if (s < nt) {
-${body}
-      }
-      workgroupBarrier();
-      if (s + 1u < nt) { stash(${slot((d + 1) % D)}, lid); }
-      workgroupBarrier();
-    }`,
-    )
-    .join('\n');
-  return `${first}\n  stash(${slot(0)}, lid);\n  workgroupBarrier();\n  for (var t = 0u; t < nt; t += ${D}u) {\n${steps}\n  }`;
-}
+const STEP_END = `    workgroupBarrier();
+    if (t + 1u < nt) { stash(lid); }
+    workgroupBarrier();`;
 
 function tcEntry(t: QtcTile, f: Frag): string {
   const I = [...Array(t.mt).keys()];
@@ -221,7 +196,7 @@ function tcEntry(t: QtcTile, f: Frag): string {
     ...I.map((i) => `let l_${i} = subgroupMatrixLoad<Lm, row_major>(&Xs, ${i}u * SM * ST + kk, ST);`),
     ...J.map((j) => `let r_${j} = subgroupMatrixLoad<Rm, col_major>(&Ws, (wn0 + ${j}u * SN) * ST + kk, ST);`),
     ...IJ.map(([i, j]) => `acc_${i}_${j} = subgroupMatrixMultiplyAccumulate(l_${i}, r_${j}, acc_${i}_${j});`),
-  ].join('\n          ');
+  ].join('\n      ');
   return `// subgroup_matrix_left<T, K, M> is M x K; right<T, N, K> is K x N; result<T, N, M> is M x N
 alias Lm = subgroup_matrix_left<f16, ${f.SK}, ${f.SM}>;
 alias Rm = subgroup_matrix_right<f16, ${f.SN}, ${f.SK}>;
@@ -234,13 +209,14 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let kg = sg / NSN;
   ${IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n  ')}
 ${PROLOGUE}
-${stepLoop(
-  t,
-  `        for (var f = 0u; f < BK / (SK * KG); f++) {
-          let kk = (f * KG + kg) * SK;
-          ${mma}
-        }`,
-)}
+  for (var t = 0u; t < nt; t++) {
+    if (t + 1u < nt) { fetch(m0, n0, kb + (t + 1u) * BK, lid); }
+    for (var f = 0u; f < BK / (SK * KG); f++) {
+      let kk = (f * KG + kg) * SK;
+      ${mma}
+    }
+${STEP_END}
+  }
   // this subgroup's fragments into its slots of Cs, then each output's KG partial sums in a fixed order
   let cs = sg * MT * FNS;
   ${IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&Cs, (cs + ${i * t.fns + j}u) * SM * SN, acc_${i}_${j}, SN);`).join('\n  ')}
@@ -263,26 +239,27 @@ ${stepLoop(
 `;
 }
 
-function scalarEntry(t: QtcTile): string {
+function scalarEntry(): string {
   return `const PT: u32 = (BM * BN + WG - 1u) / WG;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
   var acc: array<f32, PT>;
 ${PROLOGUE}
-${stepLoop(
-  t,
-  `        for (var e = 0u; e < PT; e++) {
-          let o = e * WG + lid;
-          if (o < BM * BN) {
-            let xr = (o / BN) * ST;
-            let wr = (o % BN) * ST;
-            var a = acc[e];
-            for (var k = 0u; k < BK; k++) { a += f32(Xs[xr + k]) * f32(Ws[wr + k]); }
-            acc[e] = a;
-          }
-        }`,
-)}
+  for (var t = 0u; t < nt; t++) {
+    if (t + 1u < nt) { fetch(m0, n0, kb + (t + 1u) * BK, lid); }
+    for (var e = 0u; e < PT; e++) {
+      let o = e * WG + lid;
+      if (o < BM * BN) {
+        let xr = (o / BN) * ST;
+        let wr = (o % BN) * ST;
+        var a = acc[e];
+        for (var k = 0u; k < BK; k++) { a += f32(Xs[xr + k]) * f32(Ws[wr + k]); }
+        acc[e] = a;
+      }
+    }
+${STEP_END}
+  }
   for (var e = 0u; e < PT; e++) {
     let o = e * WG + lid;
     let m = m0 + o / BN;
