@@ -38,6 +38,8 @@ describe('compute paths', () => {
       expect(p.attention[D]!.detail).toMatch(/^flash attention.*tiles fwd \d+x\d+(x\d+)?, dK\/dV \d+x\d+(x\d+)?, dQ \d+x\d+(x\d+)?$/);
       if (!ctx.info.features.subgroupMatrix) expect(p.attention[D]!.reason).toMatch(/no chromium-experimental-subgroup-matrix/);
     }
+    expect(p.quantized.path).toBe(tc && !ctx.info.isSoftware ? 'tensor-cores' : 'portable');
+    if (p.quantized.path === 'portable') expect(p.quantized.detail).toBe('1-16 rows: the decode GEMV; more: W dequantized in the kernel, f32 arithmetic');
   });
 
   it('an H200 through Vulkan: f16 x f16 on tensor cores with the largest f16 -> f32 fragment and the tiles auto runs', async () => {
@@ -57,8 +59,10 @@ describe('compute paths', () => {
     expect(p.f32Frozen).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^A as three f16 planes \(two at high\) times the weight's exact f16 image, subgroup matrices 16x16x16/) });
     for (const D of ['D=64', 'D=128'])
       expect(p.attention[D]!).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^flash attention, Q K\^T and P V on subgroup matrices 16x16x16 f16 -> f32, softmax in f32; tiles fwd \d+x\d+, dK\/dV \d+x\d+, dQ \d+x\d+ \(from stored dS \d+x\d+\)$/) });
+    expect(p.quantized).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^5-256 rows: W's tiles dequantized to f16 in workgroup memory, subgroup matrices 16x16x16 f16 -> f32; fewer rows: the subgroup GEMV/) });
     const lines = computePathLines(p);
     expect(lines[1]).toMatch(/^ {2}matmul f16 x f16 +tensor cores: subgroup matrices 16x16x16/);
+    expect(lines[lines.length - 1]).toMatch(/^ {2}quantized weights +tensor cores: 5-256 rows/);
     // Apple through Metal offers 8x8x8: never a hard-coded fragment
     const apple = withInfo({ ...h200.info, subgroupMatrixConfigs: [cfg(8, 8, 8, 'f16', 'f32')] });
     expect(computePaths(apple).matmul.f16.detail).toMatch(/subgroup matrices 8x8x8 f16 -> f32/);
@@ -67,6 +71,7 @@ describe('compute paths', () => {
     expect(computePaths(noF16).matmul.f16).toMatchObject({ path: 'portable', reason: 'the adapter has no shader-f16' });
     expect(computePaths(noF16).f32Frozen).toMatchObject({ path: 'portable', reason: 'the adapter has no shader-f16' });
     expect(computePaths(noF16).attention['D=64']).toMatchObject({ path: 'portable', reason: 'the adapter has no shader-f16' });
+    expect(computePaths(noF16).quantized).toMatchObject({ path: 'portable', reason: 'the adapter has no shader-f16' });
   });
 
   it('rusty devices prints the paths, and --json has them', async () => {

@@ -1,6 +1,6 @@
 // Which kernel paths an adapter gets, for `rusty devices`: asked of the backend's own selection functions (the ones
 // the ops call), never decided here.
-import { attentionTiles, chooseTcTile, flashAttentionTcPath, matmulPath, type Context, type DeviceTensor, type FloatDType, type TcTile } from '@rusty/backend';
+import { attentionTiles, chooseTcTile, flashAttentionTcPath, matmulPath, qtcPlan, qtcTuning, QUANT_GEMV_MAX_ROWS, quantRowsOnTensorCores, type Context, type DeviceTensor, type FloatDType, type TcTile } from '@rusty/backend';
 
 /** How one kind of product runs on this adapter. */
 export interface ComputePath {
@@ -22,6 +22,8 @@ export interface ComputePaths {
   f32Frozen: ComputePath;
   /** By `D=<head dim>`; f32 and bf16 inputs always take the portable kernels. */
   attention: Record<string, ComputePath>;
+  /** x times a quantized weight (int8 / int4 / NF4, `--quantize`) for a few rows (prefill of short prompts). */
+  quantized: ComputePath;
 }
 
 const tileText = (t: TcTile): string => `${t.bm}x${t.bn}x${t.bk}`;
@@ -94,6 +96,26 @@ function f32FrozenOf(f16: ComputePath): ComputePath {
   return { path: 'tensor-cores', detail: `A as three f16 planes (two at high) times the weight's exact f16 image, ${f16.detail}` };
 }
 
+/** Quantized weights: the fused tensor-core kernel for the rows `quantLinear` gives it, else the GEMV (and the
+ *  fused f32 kernels for more rows). */
+function quantizedOf(ctx: Context): ComputePath {
+  const { minRows, maxRows } = qtcTuning;
+  if (quantRowsOnTensorCores(ctx, minRows)) {
+    const p = qtcPlan(ctx) as Exclude<ReturnType<typeof qtcPlan>, { reason: string }>;
+    const f = p.frag;
+    return {
+      path: 'tensor-cores',
+      detail: `${minRows}-${maxRows} rows: W's tiles dequantized to f16 in workgroup memory, subgroup matrices ${f.M}x${f.N}x${f.K} ${f.componentType} -> ${f.resultComponentType}; fewer rows: the subgroup GEMV; more: W dequantized, then the matmul`,
+    };
+  }
+  const plan = qtcPlan(ctx);
+  return {
+    path: 'portable',
+    detail: `1-${QUANT_GEMV_MAX_ROWS} rows: the decode GEMV; more: W dequantized in the kernel, f32 arithmetic`,
+    reason: 'reason' in plan ? plan.reason : 'a software adapter',
+  };
+}
+
 /** Which matmul and attention kernels this adapter runs (what `rusty devices` shows). */
 export function computePaths(ctx: Context): ComputePaths {
   const f16 = matmulOf(ctx, 'f16');
@@ -102,6 +124,7 @@ export function computePaths(ctx: Context): ComputePaths {
     f32High: f32HighOf(f16),
     f32Frozen: f32FrozenOf(f16),
     attention: Object.fromEntries(HEAD_DIMS.map((D) => [`D=${D}`, attentionOf(ctx, D)])),
+    quantized: quantizedOf(ctx),
   };
 }
 
@@ -115,5 +138,6 @@ export function computePathLines(p: ComputePaths): string[] {
     line('matmul f32, high', p.f32High),
     line('matmul f32 x frozen', p.f32Frozen),
     ...Object.entries(p.attention).map(([k, c]) => line(`attention f16 ${k}`, c)),
+    line('quantized weights', p.quantized),
   ];
 }

@@ -1,7 +1,7 @@
 export * from './quant/formats';
 export { quantize, dequantize, quantScales, releaseQuant, describeQuant, quantPrelude } from './quant/quantize';
 export { quantLinear, quantLinearBackward, quantTuning, QUANT_GEMV_MAX_ROWS, type QuantLinearOptions, type QuantMatmulVariant } from './quant/qmatmul';
-export { QTC_TILES, qtcTuning, qtcTileProblem, qtcFailures, quantLinearTc, planQtc, lastQtcKernel, type QtcTile, type QtcTileName, type QtcOptions } from './quant/qmatmul-tc';
+export { QTC_TILES, qtcTuning, qtcTileProblem, qtcFailures, quantLinearTc, planQtc, qtcPlan, quantRowsOnTensorCores, lastQtcKernel, type QtcTile, type QtcTileName, type QtcOptions } from './quant/qmatmul-tc';
 export {
   quantizeRef,
   dequantizeRef,

@@ -66,7 +66,7 @@ export const devicesSpec: CommandSpec<typeof flags> = {
   description: `Shows the adapter WebGPU offers, its optional features (shader-f16, subgroups, timestamp-query,
 subgroup matrices), its limits and which kernels its products run on: matmul per operand dtype (tensor cores
 through subgroup matrices for f16 x f16 where the adapter has them, with the fragment and tiles chosen, else the
-portable kernels and why) and attention per head dim.`,
+portable kernels and why), attention per head dim, and products with quantized weights (--quantize).`,
   flags,
   examples: ['rusty devices', 'RUSTY_ADAPTER=nvidia rusty devices --json'],
 };
