@@ -42,11 +42,6 @@ export const QTC_TILES = {
   m4n64k64: { mt: 4, nsn: 4, fns: 1, nsg: 4, bk: 64 },
   m1n128k128g4: { mt: 1, nsn: 4, fns: 2, nsg: 4, bk: 128 },
   m2n128k64g4: { mt: 2, nsn: 4, fns: 2, nsg: 4, bk: 64 },
-  m1n64k256g4: { mt: 1, nsn: 4, fns: 1, nsg: 4, bk: 256 },
-  m1n64k128g4: { mt: 1, nsn: 4, fns: 1, nsg: 4, bk: 128 },
-  m1n32k256g4: { mt: 1, nsn: 2, fns: 1, nsg: 4, bk: 256 },
-  m2n64k128g4: { mt: 2, nsn: 4, fns: 1, nsg: 4, bk: 128 },
-  m2n32k256g4: { mt: 2, nsn: 2, fns: 1, nsg: 4, bk: 256 },
 } as const satisfies Record<string, QtcTile>;
 export type QtcTileName = keyof typeof QTC_TILES;
 
