@@ -8,7 +8,7 @@ import { release, upload } from '../../tensor';
 import { randn } from '../../testing';
 import { quantSpec } from './formats';
 import { quantLinear } from './qmatmul';
-import { QTC_TILES, qtcChoice, qtcSplit, qtcTileProblem, qtcTuning, quantRowsOnTensorCores, type QtcTileName } from './qmatmul-tc';
+import { planQtc, QTC_TILES, qtcChoice, qtcSplit, qtcTileProblem, qtcTuning, quantRowsOnTensorCores, type QtcTile, type QtcTileName } from './qmatmul-tc';
 import { QTC_TOL, qtcCaseName, runQtcCase, type QtcCase } from './qmatmul-tc.cases';
 import { quantize, releaseQuant } from './quantize';
 
@@ -101,6 +101,28 @@ describe('dequant-matmul-tc planning', () => {
     expect(quantRowsOnTensorCores(info({ subgroupMatrixConfigs: [] }), 16)).toBe(false);
     expect(quantRowsOnTensorCores(info({ subgroupSizes: { min: 16, max: 32 } }), 16)).toBe(false);
     expect(quantRowsOnTensorCores(ctx, 16)).toBe(!!ctx.info.features.subgroupMatrix && !ctx.info.isSoftware);
+  });
+
+  it("a tile auto chose that does not fit the device plans nothing (the other kernels run); one asked for throws", () => {
+    const w = upload(ctx, randn(64 * 64, 1), [64, 64]);
+    const q = quantize(ctx, w, quantSpec('int4', 64));
+    const x = upload(ctx, randn(8 * 64, 2), [8, 64]);
+    const y = upload(ctx, randn(8 * 64, 3), [8, 64]);
+    const big = { mt: 4, nsn: 4, fns: 4, nsg: 8, bk: 256 }; // 2 * (64 + 256) * 264 bytes of staging
+    expect(qtcTileProblem(big, { SM: 16, SN: 16, SK: 16, SG: 32 }, ctx.info.limits, true)).toMatch(/bytes of workgroup memory/);
+    try {
+      (QTC_TILES as Record<string, QtcTile>).tooBig = big;
+      qtcTuning.tile = 'tooBig' as QtcTileName;
+      expect(planQtc(ctx, x, q, undefined, y, 8, { scalar: true })).toBeNull();
+      expect(() => planQtc(ctx, x, q, undefined, y, 8, { scalar: true, tile: big })).toThrow(ShapeError);
+      qtcTuning.tile = undefined;
+      expect(planQtc(ctx, x, q, undefined, y, 8, { scalar: true })).not.toBeNull();
+    } finally {
+      qtcTuning.tile = undefined;
+      delete (QTC_TILES as Record<string, QtcTile>).tooBig;
+    }
+    release(ctx, w, x, y);
+    releaseQuant(ctx, q);
   });
 
   it("variant 'tc' without f16 subgroup matrices is a ShapeError; auto runs another kernel", async () => {

@@ -303,7 +303,8 @@ export interface QtcOptions {
 /**
  * Plan `y [M, N] = x [M, K] W^T (+ bias)` through the fused kernel (arguments checked by `quantLinear`): its
  * kernel, bindings, grid and params, or null while the tensor-core kernel is being checked, when it failed its
- * check or when the adapter has no f16 subgroup matrices (the scalar reference is always planned).
+ * check, when the adapter has no f16 subgroup matrices or when the tile `auto` chose does not fit the device (a
+ * tile given in `opts` that does not fit is a ShapeError).
  */
 export function planQtc(ctx: Context, x: DeviceTensor, w: QuantTensor, bias: DeviceTensor | undefined, y: DeviceTensor, M: number, opts: QtcOptions = {}): (GemvDispatch & { name: string; S: number }) | null {
   const { N, K, wpr } = w.layout;
@@ -314,7 +315,10 @@ export function planQtc(ctx: Context, x: DeviceTensor, w: QuantTensor, bias: Dev
   const choice = qtcChoice(M, N, K);
   const t = opts.tile ?? choice.tile;
   const why = qtcTileProblem(t, f, ctx.info.limits, scalar);
-  if (why) throw new ShapeError(`quantLinear: tensor-core tile ${JSON.stringify(t)}: ${why}`);
+  // a tile asked for must fit; where auto's does not (a smaller fragment, subgroup or workgroup memory), the
+  // other kernels run
+  if (why && opts.tile) throw new ShapeError(`quantLinear: tensor-core tile ${JSON.stringify(t)}: ${why}`);
+  if (why) return null;
   const s: QtcShape = {
     tile: t,
     fmt: FMT_ID[w.spec.format],
