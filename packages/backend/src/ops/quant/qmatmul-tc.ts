@@ -42,14 +42,16 @@ export const QTC_TILES = {
   m4n64k64: { mt: 4, nsn: 4, fns: 1, nsg: 4, bk: 64 },
   m1n128k128g4: { mt: 1, nsn: 4, fns: 2, nsg: 4, bk: 128 },
   m2n128k64g4: { mt: 2, nsn: 4, fns: 2, nsg: 4, bk: 64 },
+  m2n32k256g4: { mt: 2, nsn: 2, fns: 1, nsg: 4, bk: 256 },
 } as const satisfies Record<string, QtcTile>;
 export type QtcTileName = keyof typeof QTC_TILES;
 
-/** A rule of {@link qtcTuning}: products with at most `maxRows` rows (and, where given, at least `minN` outputs, or
- *  K at least twice N with `longK`) run `tile` with the K-split target `target` (0: no split). */
+/** A rule of {@link qtcTuning}: products with at most `maxRows` rows (and, where given, at least `minN` / at most
+ *  `maxN` outputs, or K at least twice N with `longK`) run `tile` with the K-split target `target` (0: no split). */
 export interface QtcRule {
   maxRows?: number;
   minN?: number;
+  maxN?: number;
   longK?: boolean;
   tile: QtcTileName;
   target: number;
@@ -77,7 +79,9 @@ export const qtcTuning: { minRows: number; maxRows: number; rules: QtcRule[]; ti
 
 /** The tile and split target `auto` runs for M x N x K (the first matching rule, or the forced ones). */
 export function qtcChoice(M: number, N: number, K: number): { tile: QtcTile; target: number } {
-  const r = qtcTuning.rules.find((r) => (r.maxRows === undefined || M <= r.maxRows) && (r.minN === undefined || N >= r.minN) && (!r.longK || K >= 2 * N));
+  const r = qtcTuning.rules.find(
+    (r) => (r.maxRows === undefined || M <= r.maxRows) && (r.minN === undefined || N >= r.minN) && (r.maxN === undefined || N <= r.maxN) && (!r.longK || K >= 2 * N),
+  );
   const tile = qtcTuning.tile ?? r?.tile ?? 'm1n64k128';
   return { tile: QTC_TILES[tile], target: qtcTuning.splitTarget ?? (qtcTuning.tile ? 0 : r?.target ?? 0) };
 }
