@@ -72,8 +72,16 @@ describe('dequant-matmul-tc planning', () => {
     expect(qtcChoice(16, 14336, 4096)).toEqual({ tile: QTC_TILES.m1n64k64, target: 0 });
     expect(qtcChoice(5, 4096, 14336)).toEqual({ tile: QTC_TILES.m1n64k64, target: 792 });
     expect(qtcChoice(16, 4096, 4096)).toEqual({ tile: QTC_TILES.m1n32k256, target: 0 });
-    expect(qtcChoice(17, 4096, 4096)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });
+    expect(qtcChoice(17, 4096, 4096)).toEqual({ tile: QTC_TILES.m2n32k256g4, target: 0 });
+    expect(qtcChoice(32, 2048, 5632)).toEqual({ tile: QTC_TILES.m1n64k64, target: 264 });
+    expect(qtcChoice(33, 4096, 4096)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });
+    expect(qtcChoice(64, 2048, 5632)).toEqual({ tile: QTC_TILES.m2n32k256g4, target: 0 });
+    expect(qtcChoice(65, 2048, 2048)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });
+    expect(qtcChoice(32, 5632, 2048)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });
     try {
+      // a rule whose tile does not fit the device is passed over; none fitting: null
+      expect(qtcChoice(17, 4096, 4096, (t) => t !== QTC_TILES.m2n32k256g4)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });
+      expect(qtcChoice(17, 4096, 4096, () => false)).toBeNull();
       qtcTuning.tile = 'm1n128k64';
       expect(qtcChoice(5, 4096, 14336)).toEqual({ tile: QTC_TILES.m1n128k64, target: 0 });
       qtcTuning.splitTarget = 100;
@@ -109,6 +117,7 @@ describe('dequant-matmul-tc planning', () => {
     const x = upload(ctx, randn(8 * 64, 2), [8, 64]);
     const y = upload(ctx, randn(8 * 64, 3), [8, 64]);
     const big = { mt: 4, nsn: 4, fns: 4, nsg: 8, bk: 256 }; // 2 * (64 + 256) * 264 bytes of staging
+    const rules = qtcTuning.rules;
     expect(qtcTileProblem(big, { SM: 16, SN: 16, SK: 16, SG: 32 }, ctx.info.limits, true)).toMatch(/bytes of workgroup memory/);
     try {
       (QTC_TILES as Record<string, QtcTile>).tooBig = big;
@@ -117,7 +126,13 @@ describe('dequant-matmul-tc planning', () => {
       expect(() => planQtc(ctx, x, q, undefined, y, 8, { scalar: true, tile: big })).toThrow(ShapeError);
       qtcTuning.tile = undefined;
       expect(planQtc(ctx, x, q, undefined, y, 8, { scalar: true })).not.toBeNull();
+      // a rule whose tile does not fit is passed over for the next matching one
+      qtcTuning.rules = [{ tile: 'tooBig' as QtcTileName, target: 0 }, { tile: 'm1n64k64', target: 0 }];
+      expect(planQtc(ctx, x, q, undefined, y, 8, { scalar: true })?.name).toMatch(/-m1n4x1g4k64$/);
+      qtcTuning.rules = [{ tile: 'tooBig' as QtcTileName, target: 0 }];
+      expect(planQtc(ctx, x, q, undefined, y, 8, { scalar: true })).toBeNull();
     } finally {
+      qtcTuning.rules = rules;
       qtcTuning.tile = undefined;
       delete (QTC_TILES as Record<string, QtcTile>).tooBig;
     }

@@ -64,7 +64,8 @@ export interface QtcRule {
  * `qtc-bench --split` and `--auto`, docs/PERFORMANCE.md): from 5 rows the fused kernel beats the subgroup GEMV on
  * every decode shape, and the `dequant` path by 2-7.5x at 32-128 rows and 1.3-3x at 256; for up to 16 rows 64-wide
  * tiles suit many outputs, 32-wide tiles 256 deep the square shapes, and a K split the long-K ones; for more rows
- * two row fragments per tile.
+ * two row fragments per tile, 32 wide with four subgroups for up to 32 rows on N <= 4096 (64 rows on N <= 2048),
+ * and for up to 32 rows of a long K one fragment with a split (`qtc-bench --split`, call Q12).
  */
 export const qtcTuning: { minRows: number; maxRows: number; rules: QtcRule[]; tile?: QtcTileName; splitTarget?: number } = {
   minRows: 5,
@@ -73,17 +74,29 @@ export const qtcTuning: { minRows: number; maxRows: number; rules: QtcRule[]; ti
     { maxRows: 16, minN: 12800, tile: 'm1n64k64', target: 0 },
     { maxRows: 16, longK: true, tile: 'm1n64k64', target: 792 },
     { maxRows: 16, tile: 'm1n32k256', target: 0 },
+    { maxRows: 32, longK: true, tile: 'm1n64k64', target: 264 },
+    { maxRows: 32, maxN: 4096, tile: 'm2n32k256g4', target: 0 },
+    { maxRows: 64, maxN: 2048, tile: 'm2n32k256g4', target: 0 },
     { tile: 'm2n64k128', target: 0 },
   ],
 };
 
-/** The tile and split target `auto` runs for M x N x K (the first matching rule, or the forced ones). */
-export function qtcChoice(M: number, N: number, K: number): { tile: QtcTile; target: number } {
+/** The tile and split target `auto` runs for M x N x K: the first matching rule whose tile `fits` (the device), or
+ *  the forced ones; null where no rule's tile fits. */
+export function qtcChoice(M: number, N: number, K: number, fits: (t: QtcTile) => boolean = () => true): { tile: QtcTile; target: number } | null {
+  if (qtcTuning.tile) {
+    const t = QTC_TILES[qtcTuning.tile];
+    return fits(t) ? { tile: t, target: qtcTuning.splitTarget ?? 0 } : null;
+  }
   const r = qtcTuning.rules.find(
-    (r) => (r.maxRows === undefined || M <= r.maxRows) && (r.minN === undefined || N >= r.minN) && (r.maxN === undefined || N <= r.maxN) && (!r.longK || K >= 2 * N),
+    (r) =>
+      (r.maxRows === undefined || M <= r.maxRows) &&
+      (r.minN === undefined || N >= r.minN) &&
+      (r.maxN === undefined || N <= r.maxN) &&
+      (!r.longK || K >= 2 * N) &&
+      fits(QTC_TILES[r.tile]),
   );
-  const tile = qtcTuning.tile ?? r?.tile ?? 'm1n64k128';
-  return { tile: QTC_TILES[tile], target: qtcTuning.splitTarget ?? (qtcTuning.tile ? 0 : r?.target ?? 0) };
+  return r ? { tile: QTC_TILES[r.tile], target: qtcTuning.splitTarget ?? r.target } : null;
 }
 
 /** Splits of K for a product: 1 where the tiles reach `target` workgroups (or it is 0), else as
@@ -316,13 +329,13 @@ export function planQtc(ctx: Context, x: DeviceTensor, w: QuantTensor, bias: Dev
   const plan = qtcPlan(ctx);
   if (!scalar && !('frag' in plan)) return null;
   const f = fragOf(scalar ? null : (plan as TensorCorePlan));
-  const choice = qtcChoice(M, N, K);
-  const t = opts.tile ?? choice.tile;
-  const why = qtcTileProblem(t, f, ctx.info.limits, scalar);
-  // a tile asked for must fit; where auto's does not (a smaller fragment, subgroup or workgroup memory), the
-  // other kernels run
-  if (why && opts.tile) throw new ShapeError(`quantLinear: tensor-core tile ${JSON.stringify(t)}: ${why}`);
-  if (why) return null;
+  // a tile asked for must fit; auto takes the first rule whose tile fits (a smaller fragment, subgroup size or
+  // workgroup memory than the H100's), and where none does the other kernels run
+  const choice = opts.tile ? null : qtcChoice(M, N, K, (t) => !qtcTileProblem(t, f, ctx.info.limits, scalar));
+  if (!opts.tile && !choice) return null;
+  const t = opts.tile ?? choice!.tile;
+  const why = opts.tile && qtcTileProblem(t, f, ctx.info.limits, scalar);
+  if (why) throw new ShapeError(`quantLinear: tensor-core tile ${JSON.stringify(t)}: ${why}`);
   const s: QtcShape = {
     tile: t,
     fmt: FMT_ID[w.spec.format],
@@ -357,7 +370,7 @@ export function planQtc(ctx: Context, x: DeviceTensor, w: QuantTensor, bias: Dev
   if (!kernel) return null;
   const gx = Math.ceil(N / (t.nsn * t.fns * f.SN));
   const gy = Math.ceil(M / (t.mt * f.SM));
-  const { S, kc } = qtcSplit(t, gx * gy, K, opts.split, opts.tile ? qtcTuning.splitTarget ?? 0 : choice.target);
+  const { S, kc } = qtcSplit(t, gx * gy, K, opts.split, opts.tile ? qtcTuning.splitTarget ?? 0 : choice!.target);
   if (gx > 65535 || gy > 65535 || S > 65535) throw new ShapeError(`quantLinear: ${gy} x ${gx} x ${S} workgroup tiles are more than one dispatch takes`);
   const dq = s.dq ? [w.absmax2!.buffer, w.offset!.buffer] : [];
   return { name, S, kernel, buffers: [x.buffer, w.data.buffer, w.scales.buffer, b.buffer, y.buffer, ...dq], workgroups: [gx, gy, S], params: [M, N, K, w.layout.G, w.layout.nb, wpr, kc] };
