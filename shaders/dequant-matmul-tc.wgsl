@@ -2,20 +2,22 @@
 //   block scales, layouts in packages/backend/src/ops/quant/formats.ts), for few rows of X (prefill of short
 //   prompts, batched decoding): W's tiles are dequantized once into workgroup memory as f16 and multiplied with
 //   every row tile of X on f16 x f16 -> f32 subgroup matrices (`chromium_experimental_subgroup_matrix`).
-// Bindings: x (read f32, f16 or bf16 [M, K]; re-declared as x4: array<vec4f> where XVEC), q (read u32 [N, wpr];
-//   re-declared as q4: array<vec4u> where QVEC), s (read f32 or f16 [N, nb] block scales; with double
-//   quantization u8 codes, decoded by scale_at), bias (read [N], any float; x again when HAS_BIAS is false),
-//   y (rw f32 [M, N]); with double quantization absmax2 and offset after y.
+// Bindings: x (read f32, f16 or bf16 [M, K]; where K % 4 == 0 re-declared as x4: array<vec4f> for f32 or x2:
+//   array<vec2u> for 16-bit floats), q (read u32 [N, wpr]; re-declared as q4: array<vec4u> where wpr % 4 == 0),
+//   s (read f32 or f16 [N, nb] block scales; with double quantization u8 codes, decoded by scale_at), bias (read
+//   [N], any float; x again when HAS_BIAS is false), y (rw f32 [M, N]); with double quantization absmax2 and
+//   offset after y.
 // Params: M, N, K, G (elements per block), nb (blocks per row), wpr (u32 words per row), kc (elements of K per
 //   split: a multiple of BK).
 // Prepended by the wrapper (ops/quant/qmatmul-tc.ts), all WGSL consts: FMT (0 int8, 1 int4, 2 NF4), EPW (codes
 //   per word), SM x SN x SK (the adapter's f16 fragment), SG (subgroup size), NSG subgroups, MT row fragments
 //   (BM = MT * SM rows of X per workgroup), NSN subgroups along N each owning FNS column fragments (BN = NSN *
 //   FNS * SN), KG = NSG / NSN groups of subgroups splitting each K step, BK (K per step), PAD (f16 elements
-//   after each staged row), HAS_BIAS, SCALAR (the portable reference: no subgroup matrices, each thread sums its
-//   outputs from the same staged tiles); the functions ld_x(m, k) -> vec4f (4 elements of X, 0 past M or K),
-//   ld_w(n, w) -> vec4u (4 words of W's row n, 0 past N or wpr) and scale_at(i); the code book constants; and,
-//   for subgroup matrices, the aliases Lm / Rm / Acc and the unrolled code at //@acc, //@mma and //@store.
+//   after each staged row), PROBE, HAS_BIAS; the functions ld_x(m, k) -> vec4f (4 elements of X, 0 past M or K),
+//   ld_w(n, w) -> vec4u (4 words of W's row n) and scale_at(i); the code book constants. The wrapper puts the
+//   entry point at the entry marker (last line): with subgroup matrices (the aliases Lm / Rm / Acc, unrolled fragment loads and
+//   multiply-accumulates, the partial sums Cs), or the portable reference (no subgroup matrices: each thread sums
+//   its outputs from the same staged tiles).
 // Grid: x = ceil(N / BN), y = ceil(M / BM), z = S splits of K (split z sums K from z * kc to (z + 1) * kc and
 //   writes its partial product into y[z] ([S, M, N]; the wrapper sums the splits in order; bias in split 0).
 //   Workgroup: NSG * SG threads.

@@ -137,6 +137,7 @@ async function splitBench(ctx: Context, out: Record<string, unknown>): Promise<v
   const table: Record<string, unknown>[] = [];
   const saved = qtcTuning.splitTarget;
   const spec = quantSpec('int4', 64);
+  const probe = Number(opt('probe') ?? 0) as 0 | 1 | 2 | 3;
   for (const [N, K] of shapes) {
     const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
     const w = rotatedQuant(ctx, w16, spec);
@@ -151,7 +152,6 @@ async function splitBench(ctx: Context, out: Record<string, unknown>): Promise<v
         for (const target of targets) {
           qtcTuning.splitTarget = target;
           try {
-            const probe = Number(opt('probe') ?? 0) as 0 | 1 | 2 | 3;
             const o = { tile: QTC_TILES[tile], scalar, ...(probe ? { probe } : {}) };
             if (!planQtc(ctx, x, w.qs[0]!, undefined, y, M, o)) await kernelsReady(ctx);
             const S = planQtc(ctx, x, w.qs[0]!, undefined, y, M, o)?.S;

@@ -89,11 +89,10 @@ export function gemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPar
   return encodeParts(ctx, x, parts);
 }
 
-/** {@link gemvParts}, or null (nothing encoded) where {@link gemvPartsProblem} names a problem, or where the
- *  weights are quantized and `quantLinear` would run each on tensor cores for these rows (5 or more where the
- *  adapter has them: 2.6-4.6x the GEMV at 16 rows on an H100, far more than one dispatch instead of two or three
- *  saves):
- *  for callers that fall back to one product per weight, with the check made once. */
+/** {@link gemvParts}, or null (nothing encoded) where {@link gemvPartsProblem} names a problem or where the
+ *  weights are quantized and `quantLinear` runs these rows on tensor cores (`quantRowsOnTensorCores`: at 16 rows
+ *  2.6-4.6x the GEMV on an H100, far more than one dispatch instead of two or three saves). For callers that fall
+ *  back to one product per weight, with the check made once. */
 export function tryGemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[]): DeviceTensor[] | null {
   assertFloat(x, 'gemvParts', 'x');
   if (gemvPartsProblem(ctx, x, parts)) return null;
