@@ -13,7 +13,7 @@
 //   per word), SM x SN x SK (the adapter's f16 fragment), SG (subgroup size), NSG subgroups, MT row fragments
 //   (BM = MT * SM rows of X per workgroup), NSN subgroups along N each owning FNS column fragments (BN = NSN *
 //   FNS * SN), KG = NSG / NSN groups of subgroups splitting each K step, BK (K per step), PAD (f16 elements
-//   after each staged row), PROBE, HAS_BIAS; the functions ld_x(m, k) -> vec4f (4 elements of X, 0 past M or K),
+//   after each staged row), PROBE, HAS_BIAS, RANGE (X may hold values beyond f16's range: f32 or bf16); the functions ld_x(m, k) -> vec4f (4 elements of X, 0 past M or K),
 //   ld_w(n, w) -> vec4u (4 words of W's row n) and scale_at(i); the code book constants. The wrapper puts the
 //   entry point at the entry marker (last line): with subgroup matrices (the aliases Lm / Rm / Acc, unrolled fragment loads and
 //   multiply-accumulates, the partial sums Cs), or the portable reference (no subgroup matrices: each thread sums
@@ -28,6 +28,9 @@
 //   Subgroup g takes column fragments (g % NSN) * FNS .. + FNS - 1 and the SK-slices k of the step with
 //   (k / SK) % KG == g / NSN; its accumulators go through workgroup memory, where the KG partial sums of each
 //   output are added in a fixed order (deterministic), the bias added and Y written.
+// X's range (RANGE; the entry point's two passes): where a result of the first pass is not finite, the workgroup
+//   scans its rows of X (scan_x), runs the K loop again with each row times a power of two 2^-E_m that brings its
+//   largest finite element below 2^15, and writes its results again times 2^E_m.
 // PROBE (benchmarks only; 0 otherwise, wrong results else): 1 stages no X, 2 stores W's raw words instead of
 //   decoding them, 3 skips the multiply-accumulates (what each part of a step costs).
 const WG: u32 = NSG * SG;
@@ -46,6 +49,28 @@ var<workgroup> lut: array<f32, 16>;
 var<private> rw: array<vec4u, PW>;
 var<private> rs: array<f32, PW>;
 var<private> rx: array<vec4f, PX>;
+// X's range (RANGE: f32 or bf16 X; the wrapper's xRange says how it is kept): the exponent E_m each row of X is
+// scaled by in the second pass, then the flag the first pass sets for a result that is not finite (BM + 4 words
+// keep the workgroup variables after them 16-byte aligned, as subgroup matrix stores and loads of the partial
+// sums need)
+var<workgroup> xrows: array<atomic<u32>, BM + 4u>;
+
+// the exponent a row with these four X elements needs scaled off, so that its largest finite element falls below
+// 2^15 (0 where they are below it): |x| < 2^(e - 126) for biased exponent e, and x 2^-(e - 141) < 2^15
+fn x_need(v: vec4f) -> u32 {
+  let b = bitcast<vec4u>(abs(v));
+  let f = select(vec4u(0u), b, b < vec4u(0x7F800000u));
+  let e = max(max(f.x, f.y), max(f.z, f.w)) >> 23u;
+  return select(0u, e - 141u, e > 141u);
+}
+
+// the second pass's exponents: a scan of the workgroup's rows of X over K from k0 to k1
+fn scan_x(m0: u32, k0: u32, k1: u32, lid: u32) {
+  let n4 = (k1 - k0 + 3u) / 4u;
+  for (var r = 0u; r < min(BM, p.M - m0); r++) {
+    for (var c = lid; c < n4; c += WG) { atomicMax(&xrows[r], x_need(ld_x(m0 + r, k0 + c * 4u))); }
+  }
+}
 
 // the next step's W words and scales and X elements, into registers
 fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
@@ -92,8 +117,19 @@ fn put_nf4(o: u32, w: u32, s: f32) {
   Ws[o + 4u] = c.x; Ws[o + 5u] = c.y; Ws[o + 6u] = c.z; Ws[o + 7u] = c.w;
 }
 
-// the registers into workgroup memory: W dequantized, X as f16
-fn stash(lid: u32) {
+// X unit l of this thread as f16 into workgroup memory
+fn put_x(l: u32, lid: u32, v: vec4f) {
+  let u = l * WG + lid;
+  if (u < X_UNITS) {
+    let o = (u / (BK / 4u)) * ST + (u % (BK / 4u)) * 4u;
+    let h = vec4<f16>(v);
+    Xs[o] = h.x; Xs[o + 1u] = h.y; Xs[o + 2u] = h.z; Xs[o + 3u] = h.w;
+  }
+}
+
+// the registers into workgroup memory: W dequantized, X as f16 (scaled: times its row's 2^-E_m, in X's range's
+// second pass)
+fn stash(lid: u32, scaled: bool) {
   for (var l = 0u; l < PW; l++) {
     let u = l * WG + lid;
     if (u < W_UNITS) {
@@ -109,13 +145,12 @@ fn stash(lid: u32) {
       }
     }
   }
-  for (var l = 0u; l < PX * u32(PROBE != 1u); l++) {
-    let u = l * WG + lid;
-    if (u < X_UNITS) {
-      let o = (u / (BK / 4u)) * ST + (u % (BK / 4u)) * 4u;
-      let h = vec4<f16>(rx[l]);
-      Xs[o] = h.x; Xs[o + 1u] = h.y; Xs[o + 2u] = h.z; Xs[o + 3u] = h.w;
+  if (RANGE && scaled) {
+    for (var l = 0u; l < PX; l++) {
+      put_x(l, lid, rx[l] * ldexp(1.0, -i32(atomicLoad(&xrows[min((l * WG + lid) / (BK / 4u), BM - 1u)]))));
     }
+  } else {
+    for (var l = 0u; l < PX * u32(PROBE != 1u); l++) { put_x(l, lid, rx[l]); }
   }
 }
 

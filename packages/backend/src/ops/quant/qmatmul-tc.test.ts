@@ -4,11 +4,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext, type Context } from '../../context';
 import { ShapeError } from '../../errors';
-import { release, upload } from '../../tensor';
+import { download, release, upload } from '../../tensor';
 import { randn } from '../../testing';
 import { quantSpec } from './formats';
 import { quantLinear } from './qmatmul';
-import { planQtc, QTC_TILES, qtcChoice, qtcSplit, qtcTileProblem, qtcTuning, quantRowsOnTensorCores, type QtcTile, type QtcTileName } from './qmatmul-tc';
+import { planQtc, QTC_TILES, quantLinearTc, qtcChoice, qtcSplit, qtcTileProblem, qtcTuning, quantRowsOnTensorCores, type QtcTile, type QtcTileName } from './qmatmul-tc';
 import { QTC_TOL, qtcCaseName, runQtcCase, type QtcCase } from './qmatmul-tc.cases';
 import { quantize, releaseQuant } from './quantize';
 
@@ -31,6 +31,11 @@ const cases: QtcCase[] = [
   ...(Object.keys(QTC_TILES) as QtcTileName[]).map((tile): QtcCase => ({ w: quantSpec('int4', 64), M: 20, N: 150, K: 320, tile, bias: true })),
   { w: quantSpec('int4', 64), M: 6, N: 70, K: 650, tile: 'm1n64k64', split: 3, bias: true },
   { w: quantSpec('int8', 0), M: 3, N: 20, K: 510, tile: 'm1n64k64', split: 8 },
+  // X beyond f16's range (f32 and bf16 X): scaled by a power of two that grows in a later step
+  { w: quantSpec('int4', 64), M: 5, N: 70, K: 256, big: 1e6, tile: 'm1n64k64', bias: true },
+  { w: quantSpec('nf4', 64), M: 20, N: 40, K: 403, big: 3e5, x: 'bf16', tile: 'm2n64k128' },
+  { w: quantSpec('int8', 32), M: 6, N: 70, K: 650, big: 1e6, tile: 'm1n64k64', split: 3 },
+  { w: quantSpec('int4', 32), M: 3, N: 40, K: 96, big: 1e30 },
 ];
 
 describe('dequant-matmul-tc (scalar reference)', () => {
@@ -43,6 +48,35 @@ describe('dequant-matmul-tc (scalar reference)', () => {
       expect(kernel).toMatch(/^dequant-matmul-tc-scalar-/);
       expect(err).toBeLessThan(QTC_TOL);
     });
+});
+
+describe('dequant-matmul-tc (scalar reference): infinities and NaN in X', () => {
+  it('reach the results of their row only; the other rows of the tile are as without them', async () => {
+    const [M, N, K] = [4, 40, 96];
+    const w = upload(ctx, randn(N * K, 1), [N, K]);
+    const q = quantize(ctx, w, quantSpec('int4', 32));
+    const xv = Float32Array.from(randn(M * K, 2));
+    const run = async (v: Float32Array) => {
+      const x = upload(ctx, v, [M, K]);
+      const y = upload(ctx, new Float32Array(M * N).fill(Number.NaN), [M, N]);
+      expect(quantLinearTc(ctx, x, q, undefined, y, M, { scalar: true })).toBe(true);
+      const out = await download(ctx, y);
+      release(ctx, x, y);
+      return out;
+    };
+    const clean = await run(xv);
+    const bad = xv.slice();
+    bad[1 * K + 5] = Number.POSITIVE_INFINITY;
+    bad[2 * K + 70] = Number.NaN;
+    const got = await run(bad);
+    for (let m = 0; m < M; m++) {
+      const row = Array.from(got.subarray(m * N, (m + 1) * N));
+      if (m === 1 || m === 2) expect(row.every((v) => !Number.isFinite(v))).toBe(true);
+      else expect(row).toEqual(Array.from(clean.subarray(m * N, (m + 1) * N)));
+    }
+    release(ctx, w);
+    releaseQuant(ctx, q);
+  });
 });
 
 describe('dequant-matmul-tc planning', () => {

@@ -5,6 +5,10 @@
  * constant). It serves the row counts between the decode GEMV (bandwidth-bound, CUDA cores) and the many-rows
  * paths: at 16 rows the GEMV is bound by 16 N K fused multiply-adds on CUDA cores.
  *
+ * X is rounded to f16 as it is staged. X in f32 or bf16 may hold values beyond f16's range: a workgroup whose results
+ * come out not finite runs its product again with each row of X scaled by a power of two (`xRange`), so such rows
+ * cost a second pass but give finite results wherever X and W are finite.
+ *
  * The same WGSL runs without subgroup matrices as the portable reference (`scalar`: each thread sums its
  * outputs from the same staged f16 tiles), which is how the staging and decoding are tested on adapters that
  * have no tensor cores.
@@ -120,10 +124,11 @@ function fragOf(plan: TensorCorePlan | null): Frag {
   return plan ? { SM: plan.frag.M, SN: plan.frag.N, SK: plan.frag.K, SG: plan.subgroupSize } : { SM: 16, SN: 16, SK: 16, SG: 32 };
 }
 
-/** Workgroup bytes of a tile (staged X and W, the nf4 table, and with subgroup matrices the partial sums). */
+/** Workgroup bytes of a tile (staged X and W, the nf4 table, X's row exponents and flag, and with subgroup
+ *  matrices the partial sums). */
 export function qtcSharedBytes(t: QtcTile, f: Frag, scalar: boolean): number {
   const st = t.bk + PAD;
-  const stage = 2 * (t.mt * f.SM + t.nsn * t.fns * f.SN) * st + 64;
+  const stage = 2 * (t.mt * f.SM + t.nsn * t.fns * f.SN) * st + 64 + 4 * (t.mt * f.SM + 4);
   return stage + (scalar ? 0 : 4 * t.nsg * t.mt * t.fns * f.SM * f.SN);
 }
 
@@ -163,7 +168,7 @@ export function qtcSource(s: QtcShape, f: Frag): string {
   const c = (n: string, v: number) => `const ${n}: u32 = ${v}u;\n`;
   let pre =
     c('FMT', s.fmt) + c('EPW', s.epw) + c('SM', f.SM) + c('SN', f.SN) + c('SK', f.SK) + c('SG', f.SG) + c('NSG', t.nsg) + c('MT', t.mt) +
-    c('NSN', t.nsn) + c('FNS', t.fns) + c('KG', t.nsg / t.nsn) + c('BK', t.bk) + c('PAD', PAD) + c('PROBE', s.probe ?? 0) + `const HAS_BIAS: bool = ${s.hasBias};\n` + codeBookWgsl();
+    c('NSN', t.nsn) + c('FNS', t.fns) + c('KG', t.nsg / t.nsn) + c('BK', t.bk) + c('PAD', PAD) + c('PROBE', s.probe ?? 0) + `const HAS_BIAS: bool = ${s.hasBias};\nconst RANGE: bool = ${xRange(s)};\n` + codeBookWgsl();
   // (x and x4, q and q4 cannot both be used by one entry point: only one view of each is emitted)
   // X: 16 bytes of f32 (x4) or 8 bytes of 16-bit floats (x2) where K is a multiple of 4, else element by element
   const xb = (j: number) => `select(0.0, read_x(b + ${j}u), k + ${j}u < p.K)`;
@@ -184,10 +189,40 @@ export function qtcSource(s: QtcShape, f: Frag): string {
       ? '  return q4[(n * p.wpr + w) >> 2u];\n}\n'
       : `  let o = n * p.wpr + w;\n  return vec4u(q[o], ${[1, 2, 3].map((i) => `select(0u, q[o + ${i}u], w + ${i}u < p.wpr)`).join(', ')});\n}\n`);
   pre += `fn scale_at(i: u32) -> f32 { return ${s.dq ? dqScale('s', 'absmax2', 'offset') : 'read_s(i)'}; }\n`;
-  let entry = s.scalar ? scalarEntry() : tcEntry(t, f);
+  let entry = s.scalar ? scalarEntry(xRange(s)) : tcEntry(t, f, xRange(s));
   if (s.probe === 3) entry = entry.replace(/^\s*acc_\d+_\d+ = subgroupMatrixMultiplyAccumulate.*$/gm, '');
   return pre + wgsl.replace('//@entry', entry);
 }
+
+/**
+ * Whether X can hold values beyond f16's range (f32, bf16). The kernel then runs its K loop as usual and checks the
+ * results of its tile: where one is not finite (X rounded to an infinite f16, or a NaN or infinity in the
+ * operands), the workgroup scans its rows of X, takes for each row the power of two 2^-E_m that brings its
+ * largest finite element below 2^15, runs the K loop again with the row scaled by it and its results multiplied
+ * by 2^E_m (exact: powers of two; a row whose elements all are below 2^15 keeps E_m = 0). The second pass costs
+ * only the workgroups that need it; the first costs a test of each result.
+ */
+const xRange = (s: QtcShape) => s.xDtype !== 'f16' && s.probe !== 1;
+
+/** The kernel body around one pass (`pass(scaled)`: the K loop and the epilogue): once, or with X's range the
+ *  first pass, then where a result was not finite the scan of X, the sums zeroed (`zero`) and the scaled pass. */
+const passes = (range: boolean, pass: (scaled: boolean) => string, zero: string) =>
+  range
+    ? `${pass(false)}  if (workgroupUniformLoad(&xrows[BM]) != 0u) {
+    scan_x(m0, kb, min(p.K, kb + p.kc), lid);
+    workgroupBarrier();
+    ${zero}
+${pass(true)}  }
+`
+    : pass(false);
+
+/** An output v of local row ml: unscaled in the second pass, tested in the first (with X's range). */
+const checkOut = (range: boolean, scaled: boolean) =>
+  !range
+    ? ''
+    : scaled
+      ? '\n      v = ldexp(v, i32(atomicLoad(&xrows[ml])));'
+      : '\n      if ((bitcast<u32>(v) & 0x7F800000u) == 0x7F800000u) { atomicOr(&xrows[BM], 1u); }';
 
 const PROLOGUE = `  let m0 = wg.y * BM;
   let n0 = wg.x * BN;
@@ -196,16 +231,17 @@ const PROLOGUE = `  let m0 = wg.y * BM;
     workgroupBarrier();
   }
   let kb = wg.z * p.kc;
-  let nt = (min(p.K, kb + p.kc) - kb + BK - 1u) / BK;
-  fetch(m0, n0, kb, lid);
-  stash(lid);
+  let nt = (min(p.K, kb + p.kc) - kb + BK - 1u) / BK;`;
+
+const first = (scaled: boolean) => `  fetch(m0, n0, kb, lid);
+  stash(lid, ${scaled});
   workgroupBarrier();`;
 
-const STEP_END = `    workgroupBarrier();
-    if (t + 1u < nt) { stash(lid); }
+const stepEnd = (scaled: boolean) => `    workgroupBarrier();
+    if (t + 1u < nt) { stash(lid, ${scaled}); }
     workgroupBarrier();`;
 
-function tcEntry(t: QtcTile, f: Frag): string {
+function tcEntry(t: QtcTile, f: Frag, range: boolean): string {
   const I = [...Array(t.mt).keys()];
   const J = [...Array(t.fns).keys()];
   const IJ = I.flatMap((i) => J.map((j) => [i, j] as const));
@@ -226,43 +262,57 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let kg = sg / NSN;
   ${IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n  ')}
 ${PROLOGUE}
+${passes(range, (sc) => tcPass(t, sc, range, mma, IJ), IJ.map(([i, j]) => `acc_${i}_${j} = Acc();`).join('\n    '))}}
+`;
+}
+
+/** One pass of the subgroup-matrix entry: the K loop, the partial sums through Cs, the epilogue. */
+function tcPass(t: QtcTile, scaled: boolean, range: boolean, mma: string, IJ: (readonly [number, number])[]): string {
+  return `${first(scaled)}
   for (var t = 0u; t < nt; t++) {
     if (t + 1u < nt) { fetch(m0, n0, kb + (t + 1u) * BK, lid); }
     for (var f = 0u; f < BK / (SK * KG); f++) {
       let kk = (f * KG + kg) * SK;
       ${mma}
     }
-${STEP_END}
+${stepEnd(scaled)}
   }
   // this subgroup's fragments into its slots of Cs, then each output's KG partial sums in a fixed order
   let cs = sg * MT * FNS;
   ${IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&Cs, (cs + ${i * t.fns + j}u) * SM * SN, acc_${i}_${j}, SN);`).join('\n  ')}
   workgroupBarrier();
   for (var o = lid; o < BM * BN; o += WG) {
-    let m = m0 + o / BN;
+    let ml = o / BN;
+    let m = m0 + ml;
     let nl = o % BN;
     let n = n0 + nl;
     if (m < p.M && n < p.N) {
-      let i = (o / BN) / SM;
-      let r = (o / BN) % SM;
+      let i = ml / SM;
+      let r = ml % SM;
       let slot = (nl / (FNS * SN)) * MT * FNS + i * FNS + (nl / SN) % FNS;
       var v = 0.0;
-      for (var g = 0u; g < KG; g++) { v += Cs[(g * NSN * MT * FNS + slot) * SM * SN + r * SN + nl % SN]; }
+      for (var g = 0u; g < KG; g++) { v += Cs[(g * NSN * MT * FNS + slot) * SM * SN + r * SN + nl % SN]; }${checkOut(range, scaled)}
       if (HAS_BIAS && wg.z == 0u) { v += read_bias(n); }
       y[(wg.z * p.M + m) * p.N + n] = v;
     }
   }
-}
 `;
 }
 
-function scalarEntry(): string {
+function scalarEntry(range: boolean): string {
   return `const PT: u32 = (BM * BN + WG - 1u) / WG;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
   var acc: array<f32, PT>;
 ${PROLOGUE}
+${passes(range, (sc) => scalarPass(sc, range), 'for (var e = 0u; e < PT; e++) { acc[e] = 0.0; }')}}
+`;
+}
+
+/** One pass of the portable reference: the K loop and the epilogue. */
+function scalarPass(scaled: boolean, range: boolean): string {
+  return `${first(scaled)}
   for (var t = 0u; t < nt; t++) {
     if (t + 1u < nt) { fetch(m0, n0, kb + (t + 1u) * BK, lid); }
     for (var e = 0u; e < PT; e++) {
@@ -275,19 +325,19 @@ ${PROLOGUE}
         acc[e] = a;
       }
     }
-${STEP_END}
+${stepEnd(scaled)}
   }
   for (var e = 0u; e < PT; e++) {
     let o = e * WG + lid;
-    let m = m0 + o / BN;
+    let ml = o / BN;
+    let m = m0 + ml;
     let n = n0 + o % BN;
     if (o < BM * BN && m < p.M && n < p.N) {
-      var v = acc[e];
+      var v = acc[e];${checkOut(range, scaled)}
       if (HAS_BIAS && wg.z == 0u) { v += read_bias(n); }
       y[(wg.z * p.M + m) * p.N + n] = v;
     }
   }
-}
 `;
 }
 
