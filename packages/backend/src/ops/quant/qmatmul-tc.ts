@@ -70,7 +70,9 @@ export interface QtcRule {
  * tiles suit many outputs, 32-wide tiles 256 deep the square shapes, and a K split the long-K ones; for more rows
  * two row fragments per tile, 32 wide with four subgroups for up to 32 rows on N <= 4096 (64 rows on N <= 2048),
  * and for up to 32 rows of a long K one fragment with a split (`qtc-bench --split`, call Q12), up to 64 rows where
- * N <= 2048 (call R12: 2048 x 5632 at 48 / 64 rows 50.6 / 51.4 us against 57.4 / 59.0).
+ * N <= 2048 (call R12: 2048 x 5632 at 48 / 64 rows 50.6 / 51.4 us against 57.4 / 59.0); for 33-48 rows with
+ * N >= 5632 one row fragment (three row tiles) beats two (call R14: 9-18% at 5632 x 2048, 14336 x 4096 and
+ * 28672 x 4096; from 64 rows on 4096-long K it loses).
  */
 export const qtcTuning: { minRows: number; maxRows: number; rules: QtcRule[]; tile?: QtcTileName; splitTarget?: number } = {
   minRows: 5,
@@ -83,6 +85,8 @@ export const qtcTuning: { minRows: number; maxRows: number; rules: QtcRule[]; ti
     { maxRows: 64, maxN: 2048, longK: true, tile: 'm1n64k64', target: 264 },
     { maxRows: 32, maxN: 4096, tile: 'm2n32k256g4', target: 0 },
     { maxRows: 64, maxN: 2048, tile: 'm2n32k256g4', target: 0 },
+    { maxRows: 32, minN: 5632, tile: 'm2n64k128', target: 0 },
+    { maxRows: 48, minN: 5632, tile: 'm1n64k64', target: 0 },
     { tile: 'm2n64k128', target: 0 },
   ],
 };
