@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Random-weight HF checkpoints for the QLoRA benchmarks of issue 14 (run on the GPU machine).
 
-  python3 qlora-make-model.py model 1b|7b <out_dir> [--tokenizer tokenizer.json]
+  python3 qlora-make-model.py model 1b|7b <out_dir> [--tokenizer tokenizer.json] [--norm-scale S]
   python3 qlora-make-model.py corpus <file> [--kb 400]
 
 `model`: the config through transformers (LlamaConfig for 1b, TinyLlama's shape; MistralConfig for 7b, Mistral
 7B's shape), the weights drawn with torch on the GPU in bf16 (std 0.02, norms 1; no HF init, which would take
 minutes on the host for 7B) and written with safetensors as shards of at most 4 GB plus
 model.safetensors.index.json, as `save_pretrained` lays them out. `corpus`: a small text file of pseudo-random
-words (fixed seed) to fine-tune on.
+words (fixed seed) to fine-tune on. `--norm-scale S`: the layers' RMSNorm weights are S instead of 1 (the final norm
+stays 1), so the projections' inputs reach S times their usual size (3e4: beyond f16's range, as in
+docs/PERFORMANCE.md's prefill with X beyond f16's range).
 """
 import json
 import os
@@ -26,7 +28,7 @@ SHAPES = {
 SHARD_BYTES = 4 << 30
 
 
-def make_model(shape: str, out: str, tokenizer: str | None) -> dict:
+def make_model(shape: str, out: str, tokenizer: str | None, norm_scale: float = 1.0) -> dict:
     import torch
     from safetensors.torch import save_file
     from transformers import LlamaConfig, MistralConfig
@@ -66,7 +68,9 @@ def make_model(shape: str, out: str, tokenizer: str | None) -> dict:
     gen = torch.Generator(device="cuda").manual_seed(14)
     shards, cur, size, total = [], {}, 0, 0
     for name, shp in names:
-        if name.endswith("norm.weight"):
+        if name.endswith("layernorm.weight"):
+            t = torch.full(shp, norm_scale, dtype=torch.bfloat16, device="cuda")
+        elif name.endswith("norm.weight"):
             t = torch.ones(shp, dtype=torch.bfloat16, device="cuda")
         else:
             t = (torch.randn(shp, generator=gen, device="cuda", dtype=torch.float32) * 0.02).to(torch.bfloat16)
@@ -112,7 +116,8 @@ if __name__ == "__main__":
     a = sys.argv[1:]
     if len(a) >= 3 and a[0] == "model":
         tok = a[a.index("--tokenizer") + 1] if "--tokenizer" in a else None
-        print(json.dumps(make_model(a[1], a[2], tok)))
+        scale = float(a[a.index("--norm-scale") + 1]) if "--norm-scale" in a else 1.0
+        print(json.dumps(make_model(a[1], a[2], tok, scale)))
     elif len(a) >= 2 and a[0] == "corpus":
         print(json.dumps(make_corpus(a[1], int(a[a.index("--kb") + 1]) if "--kb" in a else 400)))
     else:
