@@ -13,8 +13,8 @@
 //   per word), SM x SN x SK (the adapter's f16 fragment), SG (subgroup size), NSG subgroups, MT row fragments
 //   (BM = MT * SM rows of X per workgroup), NSN subgroups along N each owning FNS column fragments (BN = NSN *
 //   FNS * SN), KG = NSG / NSN groups of subgroups splitting each K step, BK (K per step), PAD (f16 elements
-//   after each staged row), PROBE, HAS_BIAS, RANGE (X may hold values beyond f16's range: f32 or bf16); the functions ld_x(m, k) -> vec4f (4 elements of X, 0 past M or K),
-//   ld_w(n, w) -> vec4u (4 words of W's row n) and scale_at(i); the code book constants. The wrapper puts the
+//   after each staged row), PROBE, HAS_BIAS, RANGE (X may hold values beyond f16's range: f32 or bf16); the
+//   functions ld_x(m, k) -> vec4f (4 elements of X, 0 past M or K), ld_w(n, w) -> vec4u (4 words of W's row n) and scale_at(i); the code book constants. The wrapper puts the
 //   entry point at the entry marker (last line): with subgroup matrices (the aliases Lm / Rm / Acc, unrolled fragment loads and
 //   multiply-accumulates, the partial sums Cs), or the portable reference (no subgroup matrices: each thread sums
 //   its outputs from the same staged tiles).

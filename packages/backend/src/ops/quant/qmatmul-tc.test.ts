@@ -111,7 +111,8 @@ describe('dequant-matmul-tc planning', () => {
     expect(qtcChoice(33, 4096, 4096)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });
     expect(qtcChoice(64, 2048, 5632)).toEqual({ tile: QTC_TILES.m1n64k64, target: 264 });
     expect(qtcChoice(64, 2048, 2048)).toEqual({ tile: QTC_TILES.m2n32k256g4, target: 0 });
-    expect(qtcChoice(48, 4096, 14336)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });
+    expect(qtcChoice(48, 4096, 14336)).toEqual({ tile: QTC_TILES.m1n64k64, target: 264 });
+    expect(qtcChoice(49, 4096, 14336)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });
     expect(qtcChoice(32, 14336, 4096)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });
     expect(qtcChoice(48, 14336, 4096)).toEqual({ tile: QTC_TILES.m1n64k64, target: 0 });
     expect(qtcChoice(49, 5632, 2048)).toEqual({ tile: QTC_TILES.m2n64k128, target: 0 });

@@ -69,8 +69,9 @@ export interface QtcRule {
  * every decode shape, and the `dequant` path by 2-7.5x at 32-128 rows and 1.3-3x at 256; for up to 16 rows 64-wide
  * tiles suit many outputs, 32-wide tiles 256 deep the square shapes, and a K split the long-K ones; for more rows
  * two row fragments per tile, 32 wide with four subgroups for up to 32 rows on N <= 4096 (64 rows on N <= 2048),
- * and for up to 32 rows of a long K one fragment with a split (`qtc-bench --split`, call Q12), up to 64 rows where
- * N <= 2048 (call R12: 2048 x 5632 at 48 / 64 rows 50.6 / 51.4 us against 57.4 / 59.0); for 33-48 rows with
+ * and for up to 32 rows of a long K one fragment with a split (`qtc-bench --split`, call Q12), up to 48 rows (call
+ * R17: 1.10-1.13x at 40 / 48 rows of 4096 x 14336 and 4096 x 11008) and up to 64 where N <= 2048 (call R12: 2048 x
+ * 5632 at 48 / 64 rows 50.6 / 51.4 us against 57.4 / 59.0); for 33-48 rows with
  * N >= 5632 one row fragment (three row tiles) beats two (call R14: 9-18% at 5632 x 2048, 14336 x 4096 and
  * 28672 x 4096; from 64 rows on 4096-long K it loses).
  */
@@ -81,7 +82,7 @@ export const qtcTuning: { minRows: number; maxRows: number; rules: QtcRule[]; ti
     { maxRows: 16, minN: 12800, tile: 'm1n64k64', target: 0 },
     { maxRows: 16, longK: true, tile: 'm1n64k64', target: 792 },
     { maxRows: 16, tile: 'm1n32k256', target: 0 },
-    { maxRows: 32, longK: true, tile: 'm1n64k64', target: 264 },
+    { maxRows: 48, longK: true, tile: 'm1n64k64', target: 264 },
     { maxRows: 64, maxN: 2048, longK: true, tile: 'm1n64k64', target: 264 },
     { maxRows: 32, maxN: 4096, tile: 'm2n32k256g4', target: 0 },
     { maxRows: 64, maxN: 2048, tile: 'm2n32k256g4', target: 0 },
