@@ -30,6 +30,8 @@ export interface QtcCase {
   split?: number;
   /** X beyond f16's range: X[0, 0] = -big / 16 and the last row times `big` from the middle of K on. */
   big?: number;
+  /** Elements of X set to given values: [flat index, value]. */
+  xSet?: [number, number][];
 }
 
 /** Relative error (max-abs over the max-abs of the result's row, worst row) a result must stay under: the operands are the
@@ -37,7 +39,7 @@ export interface QtcCase {
 export const QTC_TOL = 1e-4;
 
 export function qtcCaseName(c: QtcCase): string {
-  return `${name(c.w)} [${c.M}, ${c.K}] x [${c.N}, ${c.K}]^T x ${c.x ?? 'f32'}${c.big ? ` up to ${c.big}` : ''}${c.bias ? ' bias' : ''} ${c.tile ?? 'default'}${c.split ? ` split ${c.split}` : ''}`;
+  return `${name(c.w)} [${c.M}, ${c.K}] x [${c.N}, ${c.K}]^T x ${c.x ?? 'f32'}${c.big ? ` up to ${c.big}` : ''}${c.xSet ? ` with ${c.xSet.map(([, v]) => v).join(', ')}` : ''}${c.bias ? ' bias' : ''} ${c.tile ?? 'default'}${c.split ? ` split ${c.split}` : ''}`;
 }
 
 const f16 = (v: number) => f16BitsToF32(f32ToF16Bits(Math.fround(v)));
@@ -55,6 +57,7 @@ function caseX(c: QtcCase): Float64Array {
     for (let k = c.K >> 1; k < c.K; k++) x[(c.M - 1) * c.K + k]! *= c.big;
     x[0] = -c.big / 16;
   }
+  for (const [i, v] of c.xSet ?? []) x[i] = v;
   return x;
 }
 
@@ -116,6 +119,7 @@ export function qtcGpuCases(): QtcCase[] {
   // X beyond f16's range: f32 and bf16, with and without a K split, every tile
   for (const tile of Object.keys(QTC_TILES) as QtcTileName[]) cases.push({ w: i4, M: 20, N: 260, K: 1024, big: 1e6, tile });
   cases.push({ w: quantSpec('nf4', 64, true), M: 16, N: 300, K: 4000, big: 3e5, x: 'bf16', bias: true }, { w: i4, M: 16, N: 300, K: 4000, big: 1e6, split: 3 });
+  cases.push({ w: i4, M: 20, N: 260, K: 1024, xSet: [[5, 65504], [1024 + 7, -65520], [2 * 1024 + 9, 1e37]] });
   // K split (the last split shorter, bias added once)
   for (const split of [2, 3, 8])
     cases.push({ w: i4, M: 16, N: 300, K: 4000, split, bias: true }, { w: quantSpec('int8', 0), M: 5, N: 64, K: 1030, split, x: 'f16' });

@@ -36,6 +36,8 @@ const cases: QtcCase[] = [
   { w: quantSpec('nf4', 64), M: 20, N: 40, K: 403, big: 3e5, x: 'bf16', tile: 'm2n64k128' },
   { w: quantSpec('int8', 32), M: 6, N: 70, K: 650, big: 1e6, tile: 'm1n64k64', split: 3 },
   { w: quantSpec('int4', 32), M: 3, N: 40, K: 96, big: 1e30 },
+  // f16's edge: its largest value (no second pass), the first value that rounds to infinity, and one near f32's top
+  { w: quantSpec('int4', 32), M: 3, N: 40, K: 96, xSet: [[5, 65504], [96 + 7, -65520], [2 * 96 + 9, 1e37]] },
 ];
 
 describe('dequant-matmul-tc (scalar reference)', () => {
