@@ -62,9 +62,9 @@ function caseX(c: QtcCase): Float64Array {
 }
 
 /** The largest relative error of a row (max-abs over the row's max-abs reference). */
-function rowRelErr(got: ArrayLike<number>, want: ArrayLike<number>, M: number, N: number): number {
+function rowRelErr(got: Float32Array | Int32Array | Uint32Array, want: Float64Array, M: number, N: number): number {
   let worst = 0;
-  for (let m = 0; m < M; m++) worst = Math.max(worst, relErr(Array.prototype.slice.call(got, m * N, (m + 1) * N), Array.prototype.slice.call(want, m * N, (m + 1) * N)));
+  for (let m = 0; m < M; m++) worst = Math.max(worst, relErr(got.subarray(m * N, (m + 1) * N), want.subarray(m * N, (m + 1) * N)));
   return worst;
 }
 

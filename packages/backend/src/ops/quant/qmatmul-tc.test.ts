@@ -31,7 +31,8 @@ const cases: QtcCase[] = [
   ...(Object.keys(QTC_TILES) as QtcTileName[]).map((tile): QtcCase => ({ w: quantSpec('int4', 64), M: 20, N: 150, K: 320, tile, bias: true })),
   { w: quantSpec('int4', 64), M: 6, N: 70, K: 650, tile: 'm1n64k64', split: 3, bias: true },
   { w: quantSpec('int8', 0), M: 3, N: 20, K: 510, tile: 'm1n64k64', split: 8 },
-  // X beyond f16's range (f32 and bf16 X): scaled by a power of two that grows in a later step
+  // X beyond f16's range (f32 and bf16 X): rows scaled by powers of two in a second pass (the bf16 case's large
+  // values arrive in a later step than its first)
   { w: quantSpec('int4', 64), M: 5, N: 70, K: 256, big: 1e6, tile: 'm1n64k64', bias: true },
   { w: quantSpec('nf4', 64), M: 20, N: 40, K: 403, big: 3e5, x: 'bf16', tile: 'm2n64k128' },
   { w: quantSpec('int8', 32), M: 6, N: 70, K: 650, big: 1e6, tile: 'm1n64k64', split: 3 },

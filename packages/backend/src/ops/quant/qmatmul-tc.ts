@@ -224,7 +224,7 @@ ${pass(true)}  }
     : pass(false);
 
 /** An output v of local row ml: unscaled in the second pass, tested in the first (with X's range). */
-const checkOut = (range: boolean, scaled: boolean) =>
+const outputRange = (range: boolean, scaled: boolean) =>
   !range
     ? ''
     : scaled
@@ -298,7 +298,7 @@ ${stepEnd(scaled)}
       let r = ml % SM;
       let slot = (nl / (FNS * SN)) * MT * FNS + i * FNS + (nl / SN) % FNS;
       var v = 0.0;
-      for (var g = 0u; g < KG; g++) { v += Cs[(g * NSN * MT * FNS + slot) * SM * SN + r * SN + nl % SN]; }${checkOut(range, scaled)}
+      for (var g = 0u; g < KG; g++) { v += Cs[(g * NSN * MT * FNS + slot) * SM * SN + r * SN + nl % SN]; }${outputRange(range, scaled)}
       if (HAS_BIAS && wg.z == 0u) { v += read_bias(n); }
       y[(wg.z * p.M + m) * p.N + n] = v;
     }
@@ -340,7 +340,7 @@ ${stepEnd(scaled)}
     let m = m0 + ml;
     let n = n0 + o % BN;
     if (o < BM * BN && m < p.M && n < p.N) {
-      var v = acc[e];${checkOut(range, scaled)}
+      var v = acc[e];${outputRange(range, scaled)}
       if (HAS_BIAS && wg.z == 0u) { v += read_bias(n); }
       y[(wg.z * p.M + m) * p.N + n] = v;
     }
