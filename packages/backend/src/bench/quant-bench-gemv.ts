@@ -215,7 +215,8 @@ export async function gemvBench(ctx: Context, out: Record<string, unknown>): Pro
   const shapes: [number, number][] = tableShapes() ?? (quick ? [[256, 512]] : [[4096, 4096], [11008, 4096], [4096, 11008], [14336, 4096], [5632, 2048], [2048, 5632], [2048, 2048], [256, 2048]]);
   const Ms = [1, 4, 16];
   const rows: Record<string, Record<string, unknown>>[] = [];
-  for (const [N, K] of shapes) {
+  // --probes-only: the probes below, without the table
+  for (const [N, K] of args.includes('--probes-only') ? [] : shapes) {
     const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
     const byM: Record<string, Record<string, unknown>>[] = Ms.map((M) => ({ shape: { N, K, M } }));
     const f16 = rotatedF16(ctx, w16);
@@ -251,15 +252,24 @@ export async function gemvBench(ctx: Context, out: Record<string, unknown>): Pro
     release(ctx, w16);
     ctx.trimPool();
   }
-  // leave a stage out (results wrong, times only): where the int4 kernel's time goes at one row
+  // leave a stage out (results wrong, times only): where the int4 kernel's time goes at one row;
+  // --probe-layouts=r8t128cw2,r16t128cw4,... times the kernel and the dp4a probe under each one-row layout
   const probes: Record<string, unknown>[] = [];
-  for (const [N, K] of quick ? [[256, 512]] : [[4096, 4096], [14336, 4096], [28672, 4096]]) {
+  const layouts = args.find((a) => a.startsWith('--probe-layouts='))?.slice(16).split(',');
+  const one = gemvTuning.one;
+  for (const [N, K] of quick ? [[256, 512]] : (tableShapes() ?? [[4096, 4096], [14336, 4096], [28672, 4096]])) {
     const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
     const q = rotatedQuant(ctx, w16, int4);
-    for (const probe of [undefined, 'no-x', 'no-deq', 'no-scale', 'w-only'] as const) {
-      gemvTuning.probe = probe;
-      probes.push({ N, K, probe: probe ?? 'none', us: (await timeRotated(ctx, q, 1, K, N)).t * 1e6 });
+    for (const layout of layouts ?? [undefined]) {
+      const m = layout?.match(/^r(\d+)t(\d+)cw(\d)$/);
+      if (layout && !m) throw new Error(`--probe-layouts: '${layout}' is not rNtNcwN`);
+      if (m) gemvTuning.one = { rows: +m[1]!, threads: +m[2]!, subgroupRows: false, chunkWords: +m[3]! as 1 | 2 | 4 };
+      for (const probe of layouts ? ([undefined, 'dp4a'] as const) : ([undefined, 'no-x', 'no-deq', 'no-scale', 'w-only', 'dp4a'] as const)) {
+        gemvTuning.probe = probe;
+        probes.push({ N, K, ...(layout ? { layout } : {}), probe: probe ?? 'none', us: (await timeRotated(ctx, q, 1, K, N)).t * 1e6 });
+      }
     }
+    gemvTuning.one = one;
     gemvTuning.probe = undefined;
     q.free();
     release(ctx, w16);

@@ -12,7 +12,11 @@
  *   exceed the L2 cache several times, bytes the kernel reads (codes + scales + x), GB/s and the fraction of the
  *   copy bandwidth, beside the f16 GEMV (`gemv16`, same generator, its own tuned layout) and the f16 `matmul`;
  *   first (`gemvSweep`, unless `--no-sweep`: then the layouts of `gemvTuning` as committed) a sweep of the layouts (entry point, rows, threads, prefetch) for one, few and many rows
- *   of X on int4/64 and f16 weights: the chosen tuning is the best geometric mean;
+ *   of X on int4/64 and f16 weights: the chosen tuning is the best geometric mean; last, the probes
+ *   (`gemvTuning.probe`: the int4 one-row kernel with a stage left out, and `dp4a`, the cost of an integer GEMV
+ *   on int8 limbs of X; times only) on 4096^2, 14336 x 4096 and 28672 x 4096 (or the `--gemv-shapes`);
+ *   `--probes-only` skips the table, `--probe-layouts=r8t128cw2,...` times the kernel and `dp4a` under each
+ *   one-row layout (rows, threads, chunk words) instead;
  * - `decode` (`--decode`): the int4/64 GEMV at 1 and 4 rows under the current layouts, decoded both ways
  *   (`gemvTuning.decode` 'shift' and 'mask'), with the stage-leaving probes (no decoding, X as ones) and the f16
  *   GEMV beside it, on the 7B decode shapes and a small one (the per-dispatch floor);
@@ -29,7 +33,7 @@
  * - `memory` (`--memory`), `tiled` (`--training`): as measured before (docs/PERFORMANCE.md).
  * The GEMV sections live in quant-bench-gemv.ts, what every section shares in quant-bench-common.ts.
  *
- *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep | --sweep=int4One,int4Few,int4Many,f16One,f16Few,f16Many] [--checks | --gemv-checks | --i8-checks] [--trace-cases] [--gemv] [--decode] [--placement] [--read-floor] [--parts] [--gemv-shapes=28672x4096,...] [--int8] [--all]
+ *   bash .gpu/run.sh quant-bench [--quick] [--reps=N] [--spin-ms=150] [--warm-ms=100] [--settle-ms=1000] [--no-sweep | --sweep=int4One,int4Few,int4Many,f16One,f16Few,f16Many] [--checks | --gemv-checks | --i8-checks] [--trace-cases] [--gemv] [--decode] [--placement] [--read-floor] [--parts] [--gemv-shapes=28672x4096,...] [--probes-only] [--probe-layouts=r8t128cw2,...] [--int8] [--all]
  */
 import i8ProbeWgsl from '../../../../shaders/quant-i8-probe.wgsl';
 import { createContext, type Context } from '../context';

@@ -61,6 +61,7 @@ export function gemvSource(o: GemvShape): string {
   };
   const hasScale = !floatW;
   const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
+  if (o.probe === 'dp4a') parts.fast = dp4aProbe(o);
   pre += `const SG: u32 = ${o.sgRows ?? 1}u;\n`; // main_rows: the subgroup size
   let body = gemvWgsl;
   if (P > 1) {
@@ -175,6 +176,32 @@ function loadCode(R: number, CW: number, hasScale: boolean, G = 0, prefetch = fa
   return { pre: pre.join('\n  '), load: load.join('\n    ') };
 }
 
+/**
+ * The //@fast code of probe 'dp4a' (benchmarks only, results wrong): the cost of an integer int4 GEMV, for one
+ * row of X. X would be a 24-bit fixed-point image per block, split into three signed int8 limbs (words of four
+ * elements, even and odd elements apart), so that each word of codes takes three integer ops to become two words
+ * of signed bytes 16 (u - 8) (high nibbles: XOR 0x88, AND 0xF0; low ones shifted up first) and six
+ * `dot4I8Packed`; a chunk's three limb sums are combined once per row (sa 2^16 + sb 2^8 + sc) and scaled by the
+ * row's block scale times X's block scale. The limbs here are x's own words, bit-cast: the loads are those of
+ * the real kernel, 3 words per 4 elements, and the results are wrong.
+ */
+function dp4aProbe(o: GemvShape): string {
+  if (o.MR !== 1 || !o.xVec || o.fmt !== FMT_ID.int4 || !o.unroll) throw new Error('probe dp4a: one row of f32 X (K % 4 == 0) and int4 weights, unrolled');
+  const { R, CW } = o;
+  const nv = Math.ceil((6 * CW) / 4);
+  const lw = (i: number) => `L${i >> 2}[${i & 3}]`;
+  const out = [`let lb = (k0 * 3u / 4u) >> 2u;`, ...[...Array(nv).keys()].map((v) => `let L${v} = bitcast<vec4u>(x4[lb + ${v}u]);`), 'let xs = xe(k0);'];
+  const word = (r: number, j: number) => (CW > 1 ? `w_${r}[${j}]` : `w_${r}`);
+  for (let r = 0; r < R; r++) {
+    for (let j = 0; j < CW; j++)
+      out.push(`let h_${r}_${j} = (${word(r, j)} ^ 0x88888888u) & 0xF0F0F0F0u; let l_${r}_${j} = ((${word(r, j)} << 4u) ^ 0x88888888u) & 0xF0F0F0F0u;`);
+    const sum = (limb: number) => [...Array(CW).keys()].map((j) => `dot4I8Packed(h_${r}_${j}, ${lw(6 * j + 2 * limb)}) + dot4I8Packed(l_${r}_${j}, ${lw(6 * j + 2 * limb + 1)})`).join(' + ');
+    out.push(`let sa_${r} = ${sum(0)}; let sb_${r} = ${sum(1)}; let sc_${r} = ${sum(2)};`);
+    out.push(`a_${r}_0 = fma(f32(sa_${r} * 256i + sb_${r}) * 256.0 + f32(sc_${r}), s_${r} * xs, a_${r}_0);`);
+  }
+  return out.join('\n      ');
+}
+
 /** Every accumulator a named variable, every row and row of X written out (GPUs). */
 function unrolledCode(o: GemvShape, groups: Group[], xg: XLoad, hasScale: boolean): Record<string, string> {
   const { MR, R, CW, epw } = o;
@@ -264,7 +291,7 @@ export interface GemvShape {
   /** Quantized weights: elements per block where a row has several blocks (else 0: one scale per row). */
   G?: number;
   /** Benchmarks only: leave a stage out (see `gemvTuning.probe`). */
-  probe?: 'no-x' | 'no-deq' | 'no-scale' | 'w-only';
+  probe?: 'no-x' | 'no-deq' | 'no-scale' | 'w-only' | 'dp4a';
   /** How int4 / int8 codes are decoded (see `gemvTuning.decode`; unset: `'shift'`). */
   decode?: 'mask' | 'shift';
   /** Several weights in one dispatch (2 or 3; unset: one), see `gemvParts`. */
