@@ -1,5 +1,6 @@
 export * from './core/elementwise';
 export * from './core/reduce';
+export * from './core/argmax';
 export * from './core/transpose';
 export * from './core/matmul';
 export { broadcastShapes } from './core/util';
