@@ -95,6 +95,30 @@ describe('generate', () => {
     model.dispose();
   });
 
+  it('greedy decoding picks its tokens on the GPU: the same ids as on the host at every lookahead, stop tokens and all', async () => {
+    for (const arch of ['llama-tiny', 'qwen3-tiny', 'gemma3-tiny'] as const) {
+      const model = randomModel(ctx, fixtureConfig(arch));
+      const prompt = [3, 14, 15, 92, 65];
+      const o = { maxNewTokens: 10, temperature: 0, stopTokens: [] };
+      const host = await model.generate(prompt, { ...o, lookahead: 0 });
+      expect(host.length, arch).toBe(10);
+      const live = ctx.memory.live;
+      for (const lookahead of [1, 2, 5, 20]) expect(await model.generate(prompt, { ...o, lookahead }), `${arch} lookahead ${lookahead}`).toEqual(host);
+      expect(ctx.memory.live, `${arch}: buffers left behind`).toBe(live);
+      // fewer steps than the lookahead; a stop token with encoded steps after it (dropped)
+      expect(await model.generate(prompt, { ...o, maxNewTokens: 1 })).toEqual(host.slice(0, 1));
+      const stop = host[4]!;
+      const cut = host.slice(0, host.indexOf(stop) + 1);
+      expect(await model.generate(prompt, { ...o, stopTokens: [stop], lookahead: 0 })).toEqual(cut);
+      expect(await model.generate(prompt, { ...o, stopTokens: [stop], lookahead: 3 })).toEqual(cut);
+      expect(ctx.memory.live, `${arch}: buffers left behind after a stop`).toBe(live);
+      model.dispose();
+    }
+    const model = randomModel(ctx, fixtureConfig('llama-tiny'));
+    await expect(model.generate([1, 2], { temperature: 0, lookahead: -1 })).rejects.toThrow(/lookahead must be a non-negative integer/);
+    model.dispose();
+  });
+
   it('submits a step in pieces (submitEvery), with the same tokens, and gives the context its own setting back', async () => {
     const model = randomModel(ctx, fixtureConfig('llama-tiny'));
     const prompt = [3, 14, 15, 92];

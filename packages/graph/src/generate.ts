@@ -1,4 +1,4 @@
-import { ConfigError, copyRows, download, empty, mulberry32, ShapeError } from '@rusty/backend';
+import { argmax, ConfigError, copyRows, download, empty, mulberry32, ShapeError } from '@rusty/backend';
 import { noGrad, Tensor } from '@rusty/autograd';
 import { KVCache } from './kv-cache';
 import type { CausalLM } from './causal-lm';
@@ -19,7 +19,16 @@ export interface GenerateOptions {
   /** Submit a step's GPU work every this many dispatches (default {@link GENERATE_SUBMIT_EVERY}), so that the GPU
    *  runs the first layers while the host still encodes the rest (`Context.capDispatchesPerSubmit`, released after). */
   submitEvery?: number;
+  /** Greedy decoding (temperature 0): the steps the host may encode ahead of the last token it has read back
+   *  (default {@link GENERATE_LOOKAHEAD}). Each step's token is picked on the GPU (`argmax`) and fed to the next
+   *  step's embedding there, so the host encodes step t + 1 while the GPU runs step t, and reads the ids back
+   *  4 bytes at a time. After a stop token, the steps already encoded are dropped. 0: every step's logits are read
+   *  back and the token picked on the host before the next step is encoded (as sampling always does). */
+  lookahead?: number;
 }
+
+/** Steps encoded ahead in greedy decoding (see {@link GenerateOptions.lookahead}). */
+export const GENERATE_LOOKAHEAD = 2;
 
 /** Dispatches per submit while generating (see {@link GenerateOptions.submitEvery}). */
 export const GENERATE_SUBMIT_EVERY = 64;
@@ -75,11 +84,17 @@ export async function* generateStream(model: CausalLM, prompt: readonly number[]
   const rand = mulberry32(o.seed ?? 0);
   const every = o.submitEvery ?? GENERATE_SUBMIT_EVERY;
   if (!Number.isInteger(every) || every < 1) throw new ConfigError(`submitEvery must be a positive integer, got ${every}`);
+  const ahead = o.lookahead ?? GENERATE_LOOKAHEAD;
+  if (!Number.isInteger(ahead) || ahead < 0) throw new ConfigError(`lookahead must be a non-negative integer, got ${ahead}`);
   const cache = new KVCache(ctx, model.config, 1, prompt.length + maxNew);
   const wasTraining = model.training;
   model.eval();
   const uncap = ctx.capDispatchesPerSubmit(every);
   try {
+    if ((o.temperature ?? 0) <= 0 && ahead > 0) {
+      yield* greedyOnGpu(model, prompt, maxNew, ahead, stop, cache);
+      return;
+    }
     let ids = [...prompt];
     for (let step = 0; step < maxNew; step++) {
       const last = noGrad(() => {
@@ -102,6 +117,48 @@ export async function* generateStream(model: CausalLM, prompt: readonly number[]
     cache.dispose();
     model.train(wasTraining);
     uncap();
+  }
+}
+
+/**
+ * Greedy decoding with the tokens picked on the GPU: each step's last row of logits goes through `argmax` into an
+ * i32 [1, 1] tensor that is the next step's input, and a read of those 4 bytes is started; the host waits for the
+ * oldest read only when more than `ahead` are in flight. The ids are those of the host's pick (`argmax` keeps its
+ * rule: the first of equal maxima, NaN passed over).
+ */
+async function* greedyOnGpu(model: CausalLM, prompt: readonly number[], maxNew: number, ahead: number, stop: Set<number>, cache: KVCache): AsyncGenerator<number> {
+  const ctx = model.ctx;
+  const v = model.config.vocabSize;
+  const reads: Promise<number>[] = [];
+  let input = Tensor.fromArray(ctx, prompt, [1, prompt.length], { dtype: 'i32' });
+  try {
+    for (let step = 0; step < maxNew; step++) {
+      const t = input.shape[1]!;
+      const next = noGrad(() => {
+        const logits = model.forward(input, cache);
+        let last = logits.data;
+        if (t > 1) {
+          last = empty(ctx, [1, 1, v]);
+          copyRows(ctx, logits.data, last, 1, t - 1, 0);
+        }
+        const id = argmax(ctx, last);
+        if (last !== logits.data) ctx.release(last.buffer);
+        logits.dispose();
+        return new Tensor(ctx, id, false);
+      });
+      input.dispose();
+      input = next;
+      reads.push(download(ctx, next.data).then((a) => a[0]!));
+      while (reads.length > ahead || (step === maxNew - 1 && reads.length)) {
+        const id = await reads.shift()!;
+        yield id;
+        if (stop.has(id)) return;
+      }
+    }
+  } finally {
+    input.dispose();
+    // the reads of dropped steps still finish (their staging buffers unmap); nothing waits on their ids
+    await Promise.allSettled(reads);
   }
 }
 

@@ -5,10 +5,11 @@
 // queries, one pass per dispatch): GPU microseconds per token by kernel, against the run's wall time per token.
 // With `--cold`, the first 12 token intervals (ms) of the warm-up run, the process's first (interval 0: prompt to
 // first token), are printed as `coldIntervalsMs`: the kernels built during the first decoding steps show there
-// (the CLI's one run of `rusty generate` pays them).
+// (the CLI's one run of `rusty generate` pays them). With `--lookahead=0,2`, each cap also runs at each greedy
+// lookahead (`GenerateOptions.lookahead`; 0: every token picked on the host after a read-back of its logits).
 // Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
 //   bash .gpu/run.sh decode-submit <model dir> [--tokens=128] [--quantize=int4|nf4|int8] [--dtype=bf16]
-//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--profile] [--cold]
+//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--lookahead=0,2] [--profile] [--cold]
 import { createContext, type DType, type QuantFormat } from '@rusty/backend';
 import { fusionSettings, generateStream, type CausalLM } from '@rusty/graph';
 import { loadPretrained } from '@rusty/loader';
@@ -21,6 +22,8 @@ const tokens = Number(opt('tokens') ?? 128);
 const caps = (opt('every') ?? '16,32,64,128,1000000').split(',').map(Number);
 const rounds = Number(opt('rounds') ?? 2);
 const fuses = (opt('fuse') ?? 'on').split(',').map((f) => f === 'on');
+// greedy decoding's lookahead (`GenerateOptions.lookahead`; 0: each token picked on the host); unset: the default
+const lookaheads: (number | undefined)[] = opt('lookahead')?.split(',').map(Number) ?? [undefined];
 
 const profile = args.includes('--profile');
 const ctx = await createContext({ profile });
@@ -30,13 +33,13 @@ const lm = model as unknown as CausalLM;
 const prompt = Array.from({ length: 24 }, (_, i) => (100 + 37 * i) % lm.config.vocabSize);
 
 /** Tokens/s after the first token, the ids, dispatches per token after the first, and the first intervals (ms). */
-async function run(every: number): Promise<{ rate: number; ids: number[]; perToken: number; intervals: number[] }> {
+async function run(every: number, lookahead?: number): Promise<{ rate: number; ids: number[]; perToken: number; intervals: number[] }> {
   const ids: number[] = [];
   let t1 = 0;
   let d1 = 0;
   let last = performance.now();
   const intervals: number[] = [];
-  for await (const id of generateStream(lm, prompt, { maxNewTokens: tokens, temperature: 0, stopTokens: [], submitEvery: every })) {
+  for await (const id of generateStream(lm, prompt, { maxNewTokens: tokens, temperature: 0, stopTokens: [], submitEvery: every, ...(lookahead !== undefined ? { lookahead } : {}) })) {
     ids.push(id);
     const now = performance.now();
     if (intervals.length < 12) intervals.push(+(now - last).toFixed(1));
@@ -61,15 +64,16 @@ const first = new Map<boolean, string>();
 let same = true;
 for (let r = 0; r < rounds; r++)
   for (const fuse of fuses)
-    for (const every of caps) {
-      fusionSettings.projections = fuse;
-      const { rate, ids, perToken } = await run(every);
-      const key = `${every}${fuse ? '' : ' unfused'}`;
-      (rates[key] ??= []).push(+rate.toFixed(1));
-      dispatchesPerToken[fuse ? 'fused' : 'unfused'] = perToken;
-      if (!first.has(fuse)) first.set(fuse, ids.join());
-      else if (ids.join() !== first.get(fuse)) same = false;
-    }
+    for (const every of caps)
+      for (const la of lookaheads) {
+        fusionSettings.projections = fuse;
+        const { rate, ids, perToken } = await run(every, la);
+        const key = `${every}${fuse ? '' : ' unfused'}${la !== undefined ? ` lookahead ${la}` : ''}`;
+        (rates[key] ??= []).push(+rate.toFixed(1));
+        dispatchesPerToken[fuse ? 'fused' : 'unfused'] = perToken;
+        if (!first.has(fuse)) first.set(fuse, ids.join());
+        else if (ids.join() !== first.get(fuse)) same = false;
+      }
 const sameFusedUnfused = first.size === 2 ? first.get(true) === first.get(false) : null;
 const gpu: Record<string, unknown> = {};
 if (profile)
