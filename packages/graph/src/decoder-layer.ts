@@ -1,5 +1,5 @@
 import type { Context } from '@rusty/backend';
-import { add, Tensor, tidy } from '@rusty/autograd';
+import { Tensor, tidy } from '@rusty/autograd';
 import type { DecoderLayer } from './architecture';
 import { Attention, compute, type CacheSlot } from './attention';
 import type { ModelConfig } from './config';
@@ -9,7 +9,8 @@ import { Module } from './module';
 
 /**
  * The pre-norm decoder layer of Llama, Mistral and Qwen2/3: h + attn(norm(h)), then + mlp(norm(.)); the
- * second residual add is fused into the norm.
+ * first residual add is fused into the second norm, and the second one into the MLP (in a decoding step, into its
+ * down projection's GEMV).
  */
 export class PreNormDecoderLayer extends Module implements DecoderLayer {
   readonly selfAttn: Attention;
@@ -37,7 +38,7 @@ export class PreNormDecoderLayer extends Module implements DecoderLayer {
       const a = this.selfAttn.forward(compute(this.inputLayernorm.forward(h)), invFreq, cache);
       const [h1, x] = this.postAttentionLayernorm.forwardResidual(a, h);
       a.dispose();
-      return add(h1, this.mlp.forward(compute(x)));
+      return this.mlp.forward(compute(x), h1);
     });
   }
 

@@ -1,11 +1,13 @@
 // Decoding with q/k/v and gate/up fused into one GEMV dispatch each (fusedProjections): the same logits as one
 // projection at a time, up to f32 rounding, on quantized and 16-bit models of every architecture; and where it
-// does not apply (gradients recorded, LoRA adapters, more than 16 rows) nothing is fused.
+// does not apply (gradients recorded, LoRA adapters, more than 16 rows) nothing is fused. The residual add after
+// a one-row down projection as its GEMV's bias (projectionPlusResidual): bit for bit the separate add.
 import { cast, createContext, gemvPartsProblem, gemvSubgroupsAvailable, quantSpec, type Context, type GemvPart } from '@rusty/backend';
-import { noGrad, Tensor } from '@rusty/autograd';
+import { add, noGrad, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CausalLM } from './causal-lm';
-import { fusionSettings } from './fused-projections';
+import { fusionSettings, projectionPlusResidual } from './fused-projections';
+import { generate } from './generate';
 import { applyLora } from './lora';
 import { Linear } from './layers';
 import { QuantLinear, quantizeLinears } from './quant-linear';
@@ -96,6 +98,59 @@ describe('fused decode projections', () => {
     expect((await run(m, Array.from({ length: 17 }, (_, i) => i + 1), true)).parts).toBe(0); // 17 rows
     applyLora(m, { r: 4, alpha: 8, targetModules: ['q_proj', 'up_proj'], seed: 1 });
     expect((await run(m, ids, true)).parts).toBe(0); // q_proj and up_proj wrapped: neither group fuses
+    m.dispose();
+  });
+
+  it.runIf(() => gemvSubgroupsAvailable(ctx))('the residual add after a one-row down projection is its GEMV bias: bit for bit, and only where it applies', async () => {
+    const m = randomModel(ctx, fixtureConfig('llama-tiny'));
+    // frozen, as a loaded model decodes (a trainable f32 weight takes the tiled product when run alone)
+    for (const p of m.parameters()) p.requiresGrad = false;
+    const mlp = m.child('model')!.child('layers')!.child('0')!.child('mlp')!;
+    const h = m.config.hiddenSize;
+    const i = m.config.intermediateSize;
+    const x1 = Tensor.fromArray(ctx, Array.from({ length: i }, (_, j) => Math.sin(j)), [1, 1, i]);
+    const x2 = Tensor.fromArray(ctx, Array.from({ length: 2 * i }, (_, j) => Math.cos(j)), [1, 2, i]);
+    const r = Tensor.fromArray(ctx, Array.from({ length: h }, (_, j) => 10 * Math.cos(3 * j)), [1, 1, h]);
+    const check = async (label: string) => {
+      const down = mlp.child('down_proj') as QuantLinear | Linear;
+      const fused = noGrad(() => projectionPlusResidual(down, x1, r));
+      expect(fused, label).not.toBeNull();
+      const apart = noGrad(() => add(r, down.forward(x1)));
+      expect(Array.from((await fused!.toArray()) as Float32Array), label).toEqual(Array.from((await apart.toArray()) as Float32Array));
+      fused!.dispose();
+      apart.dispose();
+      // two rows (the residual is not a bias), gradients recorded, a residual of another size or dtype
+      expect(noGrad(() => projectionPlusResidual(down, x2, r)), label).toBeNull();
+      expect(projectionPlusResidual(down, x1, r), label).toBeNull();
+      expect(noGrad(() => projectionPlusResidual(down, x1, x1)), label).toBeNull();
+    };
+    await check('f32');
+    castProjections(m, 'bf16');
+    await check('bf16');
+    quantizeLinears(m, quantSpec('int4', 32));
+    await check('int4');
+    // in decoding: one dispatch fewer per layer and step, the same tokens
+    const count = async (on: boolean) => {
+      const saved = fusionSettings.projections;
+      fusionSettings.projections = on;
+      let adds = 0;
+      const orig = ctx.dispatch.bind(ctx);
+      ctx.dispatch = ((k, ...rest) => {
+        if (k.name === 'binary') adds++;
+        return orig(k, ...rest);
+      }) as typeof ctx.dispatch;
+      try {
+        return { ids: await generate(m, ids, { maxNewTokens: 4, temperature: 0, stopTokens: [] }), adds };
+      } finally {
+        ctx.dispatch = orig;
+        fusionSettings.projections = saved;
+      }
+    };
+    const off = await count(false);
+    const on = await count(true);
+    expect(on.ids).toEqual(off.ids);
+    expect(off.adds - on.adds).toBe(3 * m.config.numHiddenLayers); // 3 one-row steps after the 6-token prompt
+    for (const t of [x1, x2, r]) t.dispose();
     m.dispose();
   });
 });

@@ -1,11 +1,12 @@
-import { quantTuning, tryGemvParts, type GemvPart } from '@rusty/backend';
+import { gemv16, quantLinear, quantTuning, tryGemvParts, type GemvPart } from '@rusty/backend';
 import { computeDtype, isGradEnabled, Tensor } from '@rusty/autograd';
 import type { Projection } from './attention';
 import { Linear } from './layers';
 import { QuantLinear } from './quant-linear';
 
-/** Whether {@link fusedProjections} may fuse (a switch for tests and benchmarks; on by default). */
-export const fusionSettings = { projections: true };
+/** Whether {@link fusedProjections} (`projections`) and {@link projectionPlusResidual} (`projections` and
+ *  `residual`) may fuse: switches for tests and benchmarks, on by default. */
+export const fusionSettings = { projections: true, residual: true };
 
 /** The GEMV part of a projection that the decoding GEMV would run alone anyway, or null. */
 function partOf(p: Projection, x: Tensor): GemvPart | null {
@@ -37,4 +38,22 @@ export function fusedProjections(projs: readonly Projection[], x: Tensor): Tenso
     parts.push(part);
   }
   return tryGemvParts(x.ctx, x.data, parts)?.map((y) => new Tensor(x.ctx, y)) ?? null;
+}
+
+/**
+ * `p(x) + r` in one GEMV dispatch for one row of x (a decoding step's down projection and the residual add after
+ * it): r goes in as the bias of a projection that has none, so the GEMV adds it to each sum, the same f32 addition
+ * as the separate add, bit for bit. Applies where {@link fusedProjections} would take p (no gradient recorded, a
+ * plain frozen weight the decode GEMV reads, f32 compute), x has one row and r is f32 with one value per output;
+ * returns null elsewhere (then the caller runs p and the add).
+ */
+export function projectionPlusResidual(p: Projection, x: Tensor, r: Tensor): Tensor | null {
+  if (!fusionSettings.projections || !fusionSettings.residual || isGradEnabled()) return null;
+  const part = partOf(p, x);
+  if (!part || part.bias || x.size !== x.shape[x.rank - 1] || r.dtype !== 'f32') return null;
+  const w = part.weight;
+  const N = 'spec' in w ? w.layout.N : w.shape[0]!;
+  if (r.size !== N) return null;
+  const y = 'spec' in w ? quantLinear(x.ctx, x.data, w, { bias: r.data }) : gemv16(x.ctx, x.data, w, { bias: r.data });
+  return new Tensor(x.ctx, y);
 }

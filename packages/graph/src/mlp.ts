@@ -1,8 +1,8 @@
 import type { Context } from '@rusty/backend';
-import { geluTanhGate, swiglu, Tensor, tidy, toCompute } from '@rusty/autograd';
+import { add, geluTanhGate, swiglu, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
 import { compute, proj } from './attention';
-import { fusedProjections } from './fused-projections';
+import { fusedProjections, projectionPlusResidual } from './fused-projections';
 import { Linear, type InitOptions } from './layers';
 import { Module } from './module';
 
@@ -25,7 +25,9 @@ export class GatedMLP extends Module {
     this.registerModule('down_proj', new Linear(ctx, i, h, { ...init, bias, seed: s + 7 }));
   }
 
-  forward(x: Tensor): Tensor {
+  /** down(act(gate(x)) * up(x)), plus `residual` where given (`residual + mlp(x)`: in a decoding step, one GEMV
+   *  adds it, see `projectionPlusResidual`). */
+  forward(x: Tensor, residual?: Tensor): Tensor {
     const gate = this.config.hiddenAct === 'gelu_tanh' ? geluTanhGate : swiglu;
     return tidy(() => {
       const xc = toCompute(x); // one f16 copy for gate and up under f16 autocast
@@ -40,7 +42,9 @@ export class GatedMLP extends Module {
       // down_proj (2 x [tokens, intermediate] f32; an f32 activation goes once its compute-dtype copy exists)
       g.dispose();
       u.dispose();
-      return down!.forward(compute(a));
+      const ac = compute(a);
+      if (!residual) return down!.forward(ac);
+      return projectionPlusResidual(down!, ac, residual) ?? add(residual, down!.forward(ac));
     });
   }
 

@@ -6,10 +6,11 @@
 // With `--cold`, the first 12 token intervals (ms) of the warm-up run, the process's first (interval 0: prompt to
 // first token), are printed as `coldIntervalsMs`: the kernels built during the first decoding steps show there
 // (the CLI's one run of `rusty generate` pays them). With `--lookahead=0,2`, each cap also runs at each greedy
-// lookahead (`GenerateOptions.lookahead`; 0: every token picked on the host after a read-back of its logits).
+// lookahead (`GenerateOptions.lookahead`; 0: every token picked on the host after a read-back of its logits);
+// with `--residual=on,off`, with and without the residual add in the down projection's GEMV.
 // Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
 //   bash .gpu/run.sh decode-submit <model dir> [--tokens=128] [--quantize=int4|nf4|int8] [--dtype=bf16]
-//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--lookahead=0,2] [--profile] [--cold]
+//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--lookahead=0,2] [--residual=on,off] [--profile] [--cold]
 import { createContext, type DType, type QuantFormat } from '@rusty/backend';
 import { fusionSettings, generateStream, type CausalLM } from '@rusty/graph';
 import { loadPretrained } from '@rusty/loader';
@@ -22,6 +23,8 @@ const tokens = Number(opt('tokens') ?? 128);
 const caps = (opt('every') ?? '16,32,64,128,1000000').split(',').map(Number);
 const rounds = Number(opt('rounds') ?? 2);
 const fuses = (opt('fuse') ?? 'on').split(',').map((f) => f === 'on');
+// the residual add in the down projection's GEMV (`fusionSettings.residual`), with the fused projections
+const residuals = (opt('residual') ?? 'on').split(',').map((f) => f === 'on');
 // greedy decoding's lookahead (`GenerateOptions.lookahead`; 0: each token picked on the host); unset: the default
 const lookaheads: (number | undefined)[] = opt('lookahead')?.split(',').map(Number) ?? [undefined];
 
@@ -65,15 +68,18 @@ let same = true;
 for (let r = 0; r < rounds; r++)
   for (const fuse of fuses)
     for (const every of caps)
-      for (const la of lookaheads) {
-        fusionSettings.projections = fuse;
-        const { rate, ids, perToken } = await run(every, la);
-        const key = `${every}${fuse ? '' : ' unfused'}${la !== undefined ? ` lookahead ${la}` : ''}`;
-        (rates[key] ??= []).push(+rate.toFixed(1));
-        dispatchesPerToken[fuse ? 'fused' : 'unfused'] = perToken;
-        if (!first.has(fuse)) first.set(fuse, ids.join());
-        else if (ids.join() !== first.get(fuse)) same = false;
-      }
+      for (const la of lookaheads)
+        for (const res of residuals) {
+          fusionSettings.projections = fuse;
+          fusionSettings.residual = res;
+          const { rate, ids, perToken } = await run(every, la);
+          const key = `${every}${fuse ? '' : ' unfused'}${la !== undefined ? ` lookahead ${la}` : ''}${res ? '' : ' residual off'}`;
+          (rates[key] ??= []).push(+rate.toFixed(1));
+          dispatchesPerToken[`${fuse ? 'fused' : 'unfused'}${res ? '' : ' residual off'}`] = perToken;
+          if (!first.has(fuse)) first.set(fuse, ids.join());
+          else if (ids.join() !== first.get(fuse)) same = false;
+        }
+fusionSettings.residual = true;
 const sameFusedUnfused = first.size === 2 ? first.get(true) === first.get(false) : null;
 const gpu: Record<string, unknown> = {};
 if (profile)
