@@ -37,8 +37,7 @@ export class KVCache {
       throw new ShapeError(`KV cache is full: ${this.length} + ${t} positions exceed its ${this.maxLen}`);
     const ctx = this.ctx;
     return noGrad(() => {
-      copyRows(ctx, k.data, this.k[layer]!, t, 0, this.length);
-      copyRows(ctx, v.data, this.v[layer]!, t, 0, this.length);
+      copyRows(ctx, k.data, this.k[layer]!, t, 0, this.length, { src: v.data, dst: this.v[layer]! });
       if (this.length === 0) return attention(q, k, v, { causal: true, ...opts });
       const len = this.length + t;
       if (t === 1) return new Tensor(ctx, attentionDecode(ctx, q.data, this.k[layer]!, this.v[layer]!, len, opts));
@@ -46,8 +45,7 @@ export class KVCache {
       const [, , hkv, d] = this.k[layer]!.shape as [number, number, number, number];
       const kk = empty(ctx, [b, len, hkv, d]);
       const vv = empty(ctx, [b, len, hkv, d]);
-      copyRows(ctx, this.k[layer]!, kk, len);
-      copyRows(ctx, this.v[layer]!, vv, len);
+      copyRows(ctx, this.k[layer]!, kk, len, 0, 0, { src: this.v[layer]!, dst: vv });
       const K = new Tensor(ctx, kk);
       const V = new Tensor(ctx, vv);
       const o = attention(q, K, V, { causal: true, qOffset: this.length, ...opts });

@@ -3,11 +3,21 @@ import type { Context } from '../context';
 import { cachedKernel } from '../kernel-cache';
 import { ShapeError } from '../errors';
 import { grid1d } from '../grid';
+import { ioBindings } from '../kernel';
 import type { DeviceTensor } from '../tensor';
+
+/** A second source and destination for {@link copyRows}, of the first pair's shapes. */
+export interface CopyRowsPair {
+  src: DeviceTensor;
+  dst: DeviceTensor;
+}
+
+const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
 
 /**
  * Copy `rows` rows per batch from `src` [batch, srcRows, ...rowShape] starting at row `srcOffset` into `dst`
- * [batch, dstRows, ...rowShape] starting at `dstOffset` (f32). Used for KV caches.
+ * [batch, dstRows, ...rowShape] starting at `dstOffset` (f32). With `also`, the same rows of a second pair of
+ * tensors of the same shapes in the same dispatch (a step's keys and values into a KV cache).
  */
 export function copyRows(
   ctx: Context,
@@ -16,6 +26,7 @@ export function copyRows(
   rows: number,
   srcOffset = 0,
   dstOffset = 0,
+  also?: CopyRowsPair,
 ): void {
   const [b, sr, ...rs] = src.shape;
   const [b2, dr, ...rd] = dst.shape;
@@ -24,15 +35,21 @@ export function copyRows(
     throw new ShapeError(`copyRows: [${src.shape.join(', ')}] into f32 [${dst.shape.join(', ')}]`);
   if (srcOffset + rows > sr! || dstOffset + rows > dr!)
     throw new ShapeError(`copyRows: rows ${srcOffset}..${srcOffset + rows} -> ${dstOffset}..${dstOffset + rows} out of range`);
-  const k = cachedKernel(ctx, `copy_rows:${src.dtype}`, () => ({
+  if (also && (!sameShape(also.src.shape, src.shape) || !sameShape(also.dst.shape, dst.shape) || also.dst.dtype !== 'f32'))
+    throw new ShapeError(`copyRows: the second pair [${also.src.shape.join(', ')}] into ${also.dst.dtype} [${also.dst.shape.join(', ')}] is not of the first's shapes`);
+  const pairs = also ? 2 : 1;
+  const key = `copy_rows:${src.dtype}${also ? `:${also.src.dtype}` : ''}`;
+  const k = cachedKernel(ctx, key, () => ({
     name: 'copy_rows',
-    code: copyRowsWgsl,
-    bindings: [
-      { name: 'src', access: 'read', dtype: src.dtype },
-      { name: 'dst', access: 'rw', dtype: 'f32' },
-    ],
+    code:
+      (also
+        ? 'fn copy_at(q: u32, si: u32, di: u32) { if (q == 0u) { dst[di] = read_src(si); } else { dst2[di] = read_src2(si); } }\n'
+        : 'fn copy_at(q: u32, si: u32, di: u32) { dst[di] = read_src(si); }\n') + copyRowsWgsl,
+    bindings: [...ioBindings(src.dtype, 'f32', ['src', 'dst']), ...(also ? ioBindings(also.src.dtype, 'f32', ['src2', 'dst2']) : [])],
     params: ['u32:batch', 'u32:rows', 'u32:row_len', 'u32:src_rows', 'u32:dst_rows', 'u32:src_off', 'u32:dst_off', 'u32:row'],
+    consts: { PAIRS: pairs },
   }));
-  const { wg, row } = grid1d(b! * rows * rowLen, 256);
-  ctx.dispatch(k, [src.buffer, dst.buffer], wg, [b!, rows, rowLen, sr!, dr!, srcOffset, dstOffset, row]);
+  const { wg, row } = grid1d(pairs * b! * rows * rowLen, 256);
+  const buffers = also ? [src.buffer, dst.buffer, also.src.buffer, also.dst.buffer] : [src.buffer, dst.buffer];
+  ctx.dispatch(k, buffers, wg, [b!, rows, rowLen, sr!, dr!, srcOffset, dstOffset, row]);
 }
