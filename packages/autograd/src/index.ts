@@ -27,6 +27,6 @@ export {
 } from './optim/schedulers';
 export { randn, randu } from './random';
 export { attention, type AttentionOpts } from './ops/attention';
-export { rmsNorm, addRmsNorm, rope, swiglu, geluTanhGate, embedding, crossEntropy, type RmsNormOpts, type GateOptions } from './ops/llm';
+export { rmsNorm, addRmsNorm, rope, ropePair, swiglu, geluTanhGate, embedding, crossEntropy, type RmsNormOpts, type GateOptions } from './ops/llm';
 export { quantLinear } from './ops/quant-linear';
 export { quantLoraLinear } from './ops/quant-lora-linear';

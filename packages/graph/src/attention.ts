@@ -1,7 +1,7 @@
 import type { Context } from '@rusty/backend';
-import { attention, reshape, rope, Tensor, tidy, toCompute } from '@rusty/autograd';
+import { attention, reshape, rope, ropePair, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
-import { fusedProjections } from './fused-projections';
+import { fusedProjections, fusionSettings } from './fused-projections';
 import type { KVCache } from './kv-cache';
 import { Linear, RMSNorm, type InitOptions } from './layers';
 import { Module } from './module';
@@ -94,8 +94,9 @@ export class Attention extends Module {
     let k = reshape(ky ?? proj(this, 'k_proj').forward(xc), [b, t, nkv, d]);
     if (this.qNorm) q = this.qNorm.forward(q);
     if (this.kNorm) k = this.kNorm.forward(k);
-    q = rope(q, invFreq, { positionOffset: offset });
-    k = rope(k, invFreq, { positionOffset: offset });
+    // one dispatch for both where no gradient is recorded (decoding; see `fusionSettings`)
+    if (fusionSettings.projections && fusionSettings.rope) [q, k] = ropePair(q, k, invFreq, { positionOffset: offset });
+    else [q, k] = [rope(q, invFreq, { positionOffset: offset }), rope(k, invFreq, { positionOffset: offset })];
     const v = reshape(vy ?? proj(this, 'v_proj').forward(xc), [b, t, nkv, d]);
     const o = cache ? cache.kv.attend(cache.layer, q, k, v, this.kernel) : attention(q, k, v, { causal: true, ...this.kernel });
     return proj(this, 'o_proj').forward(reshape(o, [b, t, nq * d]));

@@ -101,7 +101,7 @@ describe('fused decode projections', () => {
     m.dispose();
   });
 
-  it.runIf(() => gemvSubgroupsAvailable(ctx))('the residual add after a one-row down projection is its GEMV bias: bit for bit, and only where it applies', async () => {
+  it.runIf(() => gemvSubgroupsAvailable(ctx))('the residual add after a one-row down projection is its GEMV bias: bit for bit, and only where it applies; q and k rotated in one dispatch', async () => {
     const m = randomModel(ctx, fixtureConfig('llama-tiny'));
     // frozen, as a loaded model decodes (a trainable f32 weight takes the tiled product when run alone)
     for (const p of m.parameters()) p.requiresGrad = false;
@@ -134,13 +134,15 @@ describe('fused decode projections', () => {
       const saved = fusionSettings.projections;
       fusionSettings.projections = on;
       let adds = 0;
+      let ropes = 0;
       const orig = ctx.dispatch.bind(ctx);
       ctx.dispatch = ((k, ...rest) => {
         if (k.name === 'binary') adds++;
+        if (k.name.startsWith('rope')) ropes++;
         return orig(k, ...rest);
       }) as typeof ctx.dispatch;
       try {
-        return { ids: await generate(m, ids, { maxNewTokens: 4, temperature: 0, stopTokens: [] }), adds };
+        return { ids: await generate(m, ids, { maxNewTokens: 4, temperature: 0, stopTokens: [] }), adds, ropes };
       } finally {
         ctx.dispatch = orig;
         fusionSettings.projections = saved;
@@ -150,6 +152,8 @@ describe('fused decode projections', () => {
     const on = await count(true);
     expect(on.ids).toEqual(off.ids);
     expect(off.adds - on.adds).toBe(3 * m.config.numHiddenLayers); // 3 one-row steps after the 6-token prompt
+    // queries and keys rotated in one dispatch (ropePair) in each of the 4 forwards
+    expect([off.ropes, on.ropes]).toEqual([8, 4].map((n) => n * m.config.numHiddenLayers));
     for (const t of [x1, x2, r]) t.dispose();
     m.dispose();
   });

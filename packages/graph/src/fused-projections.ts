@@ -4,9 +4,10 @@ import type { Projection } from './attention';
 import { Linear } from './layers';
 import { QuantLinear } from './quant-linear';
 
-/** Whether {@link fusedProjections} (`projections`) and {@link projectionPlusResidual} (`projections` and
- *  `residual`) may fuse: switches for tests and benchmarks, on by default. */
-export const fusionSettings = { projections: true, residual: true };
+/** Whether {@link fusedProjections} (`projections`), {@link projectionPlusResidual} (`projections` and
+ *  `residual`) and the attention's `ropePair` (`projections` and `rope`) may fuse: switches for tests and
+ *  benchmarks, on by default. */
+export const fusionSettings = { projections: true, residual: true, rope: true };
 
 /** The GEMV part of a projection that the decoding GEMV would run alone anyway, or null. */
 function partOf(p: Projection, x: Tensor): GemvPart | null {

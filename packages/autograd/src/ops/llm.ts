@@ -14,6 +14,7 @@ import {
   rmsNormBackward,
   rope as ropeKernel,
   ropeBackward,
+  ropePair as ropePairKernel,
   type Context,
   type DeviceTensor,
 } from '@rusty/backend';
@@ -90,6 +91,16 @@ const ropeOp = defineOp<{ positionOffset: number; attentionScaling: number }>({
  */
 export function rope(x: Tensor, invFreq: Tensor, opts: { positionOffset?: number; attentionScaling?: number } = {}): Tensor {
   return ropeOp([x, invFreq], { positionOffset: opts.positionOffset ?? 0, attentionScaling: opts.attentionScaling ?? 1 });
+}
+
+/**
+ * {@link rope} of a layer's queries q [B, T, Hq, D] and keys k [B, T, Hkv, D] at the same positions: one dispatch
+ * where no gradient is recorded for them (decoding), else one rope op each. The values are the same either way.
+ */
+export function ropePair(q: Tensor, k: Tensor, invFreq: Tensor, opts: { positionOffset?: number; attentionScaling?: number } = {}): [Tensor, Tensor] {
+  if (isGradEnabled() && (q.requiresGrad || k.requiresGrad)) return [rope(q, invFreq, opts), rope(k, invFreq, opts)];
+  const [a, b] = ropePairKernel(q.ctx, q.data, k.data, invFreq.data, { positionOffset: opts.positionOffset ?? 0, attentionScaling: opts.attentionScaling ?? 1 });
+  return [new Tensor(q.ctx, a), new Tensor(q.ctx, b)];
 }
 
 function keepIf(ctx: Parameters<typeof releaseRef>[0], t: DeviceTensor, keep: boolean): DeviceTensor | null {

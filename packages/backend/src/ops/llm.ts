@@ -10,6 +10,7 @@ export {
 } from './llm/rmsnorm';
 export {
   rope,
+  ropePair,
   ropeBackward,
   ropeInvFreq,
   ropeAttentionScaling,

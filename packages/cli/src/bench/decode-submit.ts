@@ -7,7 +7,8 @@
 // first token), are printed as `coldIntervalsMs`: the kernels built during the first decoding steps show there
 // (the CLI's one run of `rusty generate` pays them). With `--lookahead=0,2`, each cap also runs at each greedy
 // lookahead (`GenerateOptions.lookahead`; 0: every token picked on the host after a read-back of its logits);
-// with `--residual=on,off`, with and without the residual add in the down projection's GEMV.
+// with `--residual=on,off`, with and without the residual add in the down projection's GEMV and q and k rotated in
+// one dispatch.
 // Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
 //   bash .gpu/run.sh decode-submit <model dir> [--tokens=128] [--quantize=int4|nf4|int8] [--dtype=bf16]
 //                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--lookahead=0,2] [--residual=on,off] [--profile] [--cold]
@@ -23,7 +24,8 @@ const tokens = Number(opt('tokens') ?? 128);
 const caps = (opt('every') ?? '16,32,64,128,1000000').split(',').map(Number);
 const rounds = Number(opt('rounds') ?? 2);
 const fuses = (opt('fuse') ?? 'on').split(',').map((f) => f === 'on');
-// the residual add in the down projection's GEMV (`fusionSettings.residual`), with the fused projections
+// the thirteenth session's decode fusions (`fusionSettings.residual`: the residual add in the down projection's
+// GEMV; `.rope`: queries and keys rotated in one dispatch), with the fused projections
 const residuals = (opt('residual') ?? 'on').split(',').map((f) => f === 'on');
 // greedy decoding's lookahead (`GenerateOptions.lookahead`; 0: each token picked on the host); unset: the default
 const lookaheads: (number | undefined)[] = opt('lookahead')?.split(',').map(Number) ?? [undefined];
@@ -71,15 +73,15 @@ for (let r = 0; r < rounds; r++)
       for (const la of lookaheads)
         for (const res of residuals) {
           fusionSettings.projections = fuse;
-          fusionSettings.residual = res;
+          fusionSettings.residual = fusionSettings.rope = res;
           const { rate, ids, perToken } = await run(every, la);
-          const key = `${every}${fuse ? '' : ' unfused'}${la !== undefined ? ` lookahead ${la}` : ''}${res ? '' : ' residual off'}`;
+          const key = `${every}${fuse ? '' : ' unfused'}${la !== undefined ? ` lookahead ${la}` : ''}${res ? '' : ' new fusions off'}`;
           (rates[key] ??= []).push(+rate.toFixed(1));
-          dispatchesPerToken[`${fuse ? 'fused' : 'unfused'}${res ? '' : ' residual off'}`] = perToken;
+          dispatchesPerToken[`${fuse ? 'fused' : 'unfused'}${res ? '' : ' new fusions off'}`] = perToken;
           if (!first.has(fuse)) first.set(fuse, ids.join());
           else if (ids.join() !== first.get(fuse)) same = false;
         }
-fusionSettings.residual = true;
+fusionSettings.residual = fusionSettings.rope = true;
 const sameFusedUnfused = first.size === 2 ? first.get(true) === first.get(false) : null;
 const gpu: Record<string, unknown> = {};
 if (profile)

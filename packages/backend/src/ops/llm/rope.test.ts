@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext, type Context } from '../../context';
 import type { DType } from '../../dtype';
 import { ConfigError, ShapeError } from '../../errors';
-import { release, upload } from '../../tensor';
+import { download, release, upload } from '../../tensor';
 import { absErr, dot, finiteDiff, randn, relErr } from '../../testing';
-import { rope, ropeAttentionScaling, ropeInvFreq, type RopeFreqConfig } from './rope';
+import { rope, ropeAttentionScaling, ropeInvFreq, ropePair, type RopeFreqConfig } from './rope';
 import { HF_COS_DEFAULT64, HF_ROPE, HF_SIN_DEFAULT64 } from './rope.hf';
 import { checkRope, get, poisoned, randTensor } from './test-util';
 import { refRope, type Geo } from './llm.ref';
@@ -160,5 +160,31 @@ describe('rope kernel', () => {
     const ids = upload(ctx, [0, 1, 2], [3], 'i32');
     expect(() => rope(ctx, x, inv4, { positionIds: ids })).toThrow(/positionIds \[3\]/);
     release(ctx, x, inv, inv4, ids);
+  });
+});
+
+describe('ropePair', () => {
+  it('two tensors at the same positions in one dispatch: the values of two rope calls, bit for bit', async () => {
+    const inv = upload(ctx, ropeInvFreq({ theta: 10000, headDim: 16, partialRotaryFactor: 0.75 }), [6]);
+    for (const [T, H, H2, dt2, ids] of [
+      [1, 4, 2, 'f32', false],
+      [3, 5, 1, 'f16', false],
+      [2, 2, 3, 'f32', true],
+    ] as [number, number, number, DType, boolean][]) {
+      const x = upload(ctx, randn(2 * T * H * 16, 70 + T), [2, T, H, 16]);
+      const x2 = upload(ctx, randn(2 * T * H2 * 16, 80 + T), [2, T, H2, 16], dt2);
+      const positionIds = ids ? upload(ctx, [7, 3], [T], 'i32') : undefined;
+      const opts = { positionOffset: 11, attentionScaling: 1.25, ...(positionIds ? { positionIds } : {}) };
+      const [y, y2] = ropePair(ctx, x, x2, inv, opts);
+      const [a, a2] = [rope(ctx, x, inv, opts), rope(ctx, x2, inv, opts)];
+      const label = `T ${T}, heads ${H} + ${H2}, ${dt2}${ids ? ', ids' : ''}`;
+      expect(Array.from(await download(ctx, y)), label).toEqual(Array.from(await download(ctx, a)));
+      expect(Array.from(await download(ctx, y2)), label).toEqual(Array.from(await download(ctx, a2)));
+      release(ctx, x, x2, y, y2, a, a2, ...(positionIds ? [positionIds] : []));
+    }
+    const x = upload(ctx, randn(64, 1), [1, 1, 4, 16]);
+    expect(() => ropePair(ctx, x, upload(ctx, randn(64, 1), [1, 1, 2, 32]), inv)).toThrow(ShapeError);
+    expect(() => ropePair(ctx, x, x, inv, { layout: 'BHTD' })).toThrow(ShapeError);
+    release(ctx, inv, x);
   });
 });

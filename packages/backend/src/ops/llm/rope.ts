@@ -1,6 +1,7 @@
 import ropeWgsl from '../../../../../shaders/rope.wgsl';
 import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
+import { ioBindings } from '../../kernel';
 import { empty, numel, type DeviceTensor } from '../../tensor';
 import { bindUnits, checkBindable, checkFloat, checkOut, elemBytes, fmt, grid, llmKernel, maxWorkgroup, pow2ceil, rowChunks } from './common';
 
@@ -134,7 +135,7 @@ export interface RopeOptions {
   out?: DeviceTensor;
 }
 
-function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor, sign: number, opts: RopeOptions): DeviceTensor {
+function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor, sign: number, opts: RopeOptions, x2?: DeviceTensor): DeviceTensor[] {
   checkFloat(x, `${op}: x`);
   if (x.shape.length !== 3 && x.shape.length !== 4)
     throw new ShapeError(`${op}: x must be [B, T, H, D] or [T, H, D] (or [B, H, T, D] with layout 'BHTD'), got ${fmt(x.shape)}`);
@@ -154,11 +155,19 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
     const ok = (ids.shape.length === 1 && ids.shape[0] === t) || (ids.shape.length === 2 && ids.shape[0] === b && ids.shape[1] === t);
     if (!ok) throw new ShapeError(`${op}: positionIds ${fmt(ids.shape)} must be [${b}, ${t}] or [${t}] for x ${fmt(x.shape)}`);
   }
+  let h2 = 0;
+  if (x2) {
+    checkFloat(x2, `${op}: x2`);
+    const s2 = x2.shape.length === 4 ? x2.shape : [1, ...x2.shape];
+    if (layout !== 'BTHD' || x2.shape.length !== x.shape.length || s2[0] !== b || s2[1] !== t || s2[3] !== d)
+      throw new ShapeError(`${op}: x2 ${fmt(x2.shape)} must be [B, T, H2, D] of x ${fmt(x.shape)}, layout BTHD`);
+    h2 = s2[2]!;
+  }
   const y = opts.out ?? empty(ctx, x.shape);
   if (opts.out) checkOut(opts.out, x.shape, `${op}: out`);
   if (ids) checkBindable(ctx, op, [ids, 'positionIds']);
   const tokens = b! * t!;
-  if (numel(x.shape) === 0) return y;
+  if (numel(x.shape) === 0) return x2 ? [y, empty(ctx, x2.shape)] : [y];
   // row chunks for tensors over one binding: tokens in layout BTHD, whole batches in BHTD
   const unitTok = layout === 'BTHD' ? 1 : t!;
   const units = tokens / unitTok;
@@ -173,20 +182,29 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
     ],
     layout === 'BTHD' ? 'token' : 'batch',
   );
-  const wg = Math.min(maxWg, Math.max(pow2ceil(half), 64, Math.min(256, pow2ceil(h! * half))));
-  const key = `rope:wg${wg}:${x.dtype}:${ids ? 'ids' : 'off'}`;
+  // the pair in one dispatch where each tensor fits one binding; else one call each
+  if (x2 && (plan.ranges.length !== 1 || numel(x2.shape) * elemBytes(x2) > ctx.maxBinding || numel(x2.shape) * 4 > ctx.maxBinding || h2 === 0))
+    return [...apply(ctx, op, x, invFreq, sign, { ...opts, out: y }), ...apply(ctx, op, x2, invFreq, sign, { ...opts, out: undefined })];
+  const wg = Math.min(maxWg, Math.max(pow2ceil(half), 64, Math.min(256, pow2ceil((h! + h2) * half))));
+  const key = `rope:wg${wg}:${x.dtype}:${ids ? 'ids' : 'off'}${x2 ? `:pair${h2}:${x2.dtype}` : ''}`;
+  const y2 = x2 ? empty(ctx, x2.shape) : undefined;
   const k = llmKernel(ctx, key, () => ({
     code:
-      `const WG: u32 = ${wg}u;\n` +
+      `const WG: u32 = ${wg}u;\nconst H2: u32 = ${h2}u;\n` +
       (ids
         ? 'fn position(b: u32, t: u32) -> f32 { return f32(pos[b * p.posStrideB + t]); }\n'
         : 'fn position(b: u32, t: u32) -> f32 { return f32(i32(t) + p.posOffset); }\n') +
+      (x2
+        ? 'fn ld(h: u32, e: u32) -> f32 { if (h < p.H) { return read_x(e); } return read_x2(e); }\n' +
+          'fn st(h: u32, e: u32, v: f32) { if (h < p.H) { y[e] = v; } else { y2[e] = v; } }\n'
+        : 'fn ld(h: u32, e: u32) -> f32 { return read_x(e); }\nfn st(h: u32, e: u32, v: f32) { y[e] = v; }\n') +
       ropeWgsl,
     bindings: [
       { name: 'x', access: 'read', dtype: x.dtype },
       { name: 'inv', access: 'read', dtype: 'f32' },
       ...(ids ? [{ name: 'pos', access: 'read' as const, dtype: 'i32' as const }] : []),
       { name: 'y', access: 'rw', dtype: 'f32' },
+      ...(x2 ? ioBindings(x2.dtype, 'f32', ['x2', 'y2']) : []),
     ],
     params: [
       'u32:tokens',
@@ -206,7 +224,7 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
   for (const [u0, u1] of plan.ranges) {
     const bx = bindUnits(plan, x, perUnit * elemBytes(x), u0, u1);
     const by = bindUnits(plan, y, perUnit * 4, u0, u1);
-    const bufs = ids ? [bx, invFreq.buffer, ids.buffer, by] : [bx, invFreq.buffer, by];
+    const bufs = [bx, invFreq.buffer, ...(ids ? [ids.buffer] : []), by, ...(x2 ? [x2.buffer, y2!.buffer] : [])];
     const n = (u1 - u0) * unitTok;
     ctx.dispatch(k, bufs, grid(n), [
       n,
@@ -222,7 +240,7 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
       u0 * unitTok,
     ]);
   }
-  return y;
+  return y2 ? [y, y2] : [y];
 }
 
 /**
@@ -233,10 +251,20 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
  * storage binding are processed in chunks of tokens (BTHD) or of whole batches (BHTD).
  */
 export function rope(ctx: Context, x: DeviceTensor, invFreq: DeviceTensor, opts: RopeOptions = {}): DeviceTensor {
-  return apply(ctx, 'rope', x, invFreq, 1, opts);
+  return apply(ctx, 'rope', x, invFreq, 1, opts)[0]!;
+}
+
+/**
+ * {@link rope} of two tensors at the same positions in one dispatch: x [B, T, H, D] and x2 [B, T, H2, D] (layout
+ * BTHD; a decoding step's queries and keys), the values of two `rope` calls bit for bit. `opts.out` is x's output.
+ * Tensors larger than one storage binding take one dispatch each.
+ */
+export function ropePair(ctx: Context, x: DeviceTensor, x2: DeviceTensor, invFreq: DeviceTensor, opts: RopeOptions = {}): [DeviceTensor, DeviceTensor] {
+  const [y, y2] = apply(ctx, 'rope', x, invFreq, 1, opts, x2);
+  return [y!, y2!];
 }
 
 /** Backward of {@link rope}: rotates `dy` by the negative angles (the transpose of the rotation). */
 export function ropeBackward(ctx: Context, dy: DeviceTensor, invFreq: DeviceTensor, opts: RopeOptions = {}): DeviceTensor {
-  return apply(ctx, 'ropeBackward', dy, invFreq, -1, opts);
+  return apply(ctx, 'ropeBackward', dy, invFreq, -1, opts)[0]!;
 }
