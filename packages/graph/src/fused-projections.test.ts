@@ -3,10 +3,10 @@
 // does not apply (gradients recorded, LoRA adapters, more than 16 rows) nothing is fused. The residual add after
 // a one-row down projection as its GEMV's bias (projectionPlusResidual): bit for bit the separate add.
 import { cast, createContext, gemvPartsProblem, gemvSubgroupsAvailable, quantSpec, type Context, type GemvPart } from '@rusty/backend';
-import { add, noGrad, Tensor } from '@rusty/autograd';
+import { add, noGrad, swiglu, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CausalLM } from './causal-lm';
-import { fusionSettings, projectionPlusResidual } from './fused-projections';
+import { fusionSettings, gatedProjection, projectionPlusResidual } from './fused-projections';
 import { generate } from './generate';
 import { applyLora } from './lora';
 import { Linear } from './layers';
@@ -101,7 +101,7 @@ describe('fused decode projections', () => {
     m.dispose();
   });
 
-  it.runIf(() => gemvSubgroupsAvailable(ctx))('the residual add after a one-row down projection is its GEMV bias: bit for bit, and only where it applies; q and k rotated in one dispatch', async () => {
+  it.runIf(() => gemvSubgroupsAvailable(ctx))('the residual add after a one-row down projection is its GEMV bias, the activation inside it: bit for bit, and only where it applies; q and k rotated in one dispatch', async () => {
     const m = randomModel(ctx, fixtureConfig('llama-tiny'));
     // frozen, as a loaded model decodes (a trainable f32 weight takes the tiled product when run alone)
     for (const p of m.parameters()) p.requiresGrad = false;
@@ -123,6 +123,13 @@ describe('fused decode projections', () => {
       expect(noGrad(() => projectionPlusResidual(down, x2, r)), label).toBeNull();
       expect(projectionPlusResidual(down, x1, r), label).toBeNull();
       expect(noGrad(() => projectionPlusResidual(down, x1, x1)), label).toBeNull();
+      // the activation too: down(silu(g) * u) + r, bit for bit the three ops apart
+      const g = Tensor.fromArray(ctx, Array.from({ length: i }, (_, j) => 3 * Math.sin(0.7 * j)), [1, 1, i]);
+      const viaGemv = noGrad(() => gatedProjection(down, g, x1, 'silu', r));
+      expect(viaGemv, label).not.toBeNull();
+      const threeOps = noGrad(() => add(r, down.forward(swiglu(g, x1))));
+      expect(Array.from((await viaGemv!.toArray()) as Float32Array), label).toEqual(Array.from((await threeOps.toArray()) as Float32Array));
+      for (const t of [g, viaGemv!, threeOps]) t.dispose();
     };
     await check('f32');
     castProjections(m, 'bf16');
@@ -135,14 +142,16 @@ describe('fused decode projections', () => {
       fusionSettings.projections = on;
       let adds = 0;
       let ropes = 0;
+      let acts = 0;
       const orig = ctx.dispatch.bind(ctx);
       ctx.dispatch = ((k, ...rest) => {
         if (k.name === 'binary') adds++;
         if (k.name.startsWith('rope')) ropes++;
+        if (k.name.startsWith('gated')) acts++;
         return orig(k, ...rest);
       }) as typeof ctx.dispatch;
       try {
-        return { ids: await generate(m, ids, { maxNewTokens: 4, temperature: 0, stopTokens: [] }), adds, ropes };
+        return { ids: await generate(m, ids, { maxNewTokens: 4, temperature: 0, stopTokens: [] }), adds, ropes, acts };
       } finally {
         ctx.dispatch = orig;
         fusionSettings.projections = saved;
@@ -154,6 +163,8 @@ describe('fused decode projections', () => {
     expect(off.adds - on.adds).toBe(3 * m.config.numHiddenLayers); // 3 one-row steps after the 6-token prompt
     // queries and keys rotated in one dispatch (ropePair) in each of the 4 forwards
     expect([off.ropes, on.ropes]).toEqual([8, 4].map((n) => n * m.config.numHiddenLayers));
+    // the activation inside down_proj's GEMV in the one-row steps (the prompt's 6 rows keep it apart: residual)
+    expect(off.acts - on.acts).toBe(3 * m.config.numHiddenLayers);
     for (const t of [x1, x2, r]) t.dispose();
     m.dispose();
   });

@@ -1,13 +1,13 @@
-import { gemv16, quantLinear, quantTuning, tryGemvParts, type GemvPart } from '@rusty/backend';
+import { gemv16, gemvGated, quantLinear, quantTuning, tryGemvParts, type GateActivation, type GemvPart } from '@rusty/backend';
 import { computeDtype, isGradEnabled, Tensor } from '@rusty/autograd';
 import type { Projection } from './attention';
 import { Linear } from './layers';
 import { QuantLinear } from './quant-linear';
 
 /** Whether {@link fusedProjections} (`projections`), {@link projectionPlusResidual} (`projections` and
- *  `residual`) and the attention's `ropePair` (`projections` and `rope`) may fuse: switches for tests and
- *  benchmarks, on by default. */
-export const fusionSettings = { projections: true, residual: true, rope: true };
+ *  `residual`), {@link gatedProjection} (`projections` and `gated`) and the attention's `ropePair` (`projections`
+ *  and `rope`) may fuse: switches for tests and benchmarks, on by default. */
+export const fusionSettings = { projections: true, residual: true, rope: true, gated: true };
 
 /** The GEMV part of a projection that the decoding GEMV would run alone anyway, or null. */
 function partOf(p: Projection, x: Tensor): GemvPart | null {
@@ -57,4 +57,22 @@ export function projectionPlusResidual(p: Projection, x: Tensor, r: Tensor): Ten
   if (r.size !== N) return null;
   const y = 'spec' in w ? quantLinear(x.ctx, x.data, w, { bias: r.data }) : gemv16(x.ctx, x.data, w, { bias: r.data });
   return new Tensor(x.ctx, y);
+}
+
+/**
+ * `p(act(g) * u)`, plus `r` where given, in one GEMV dispatch (`gemvGated`): a gated MLP's activation and its down
+ * projection in a decoding step, each x element the value the activation kernel writes. Applies where
+ * {@link fusedProjections} would take p, g and u are f32 with 1..16 rows, and (with r) x has one row, p no bias of
+ * its own and r is f32 with one value per output; returns null elsewhere (then the caller runs the activation, p
+ * and the add).
+ */
+export function gatedProjection(p: Projection, g: Tensor, u: Tensor, act: GateActivation, r?: Tensor): Tensor | null {
+  if (!fusionSettings.projections || !fusionSettings.gated || isGradEnabled()) return null;
+  const part = partOf(p, g);
+  if (!part) return null;
+  const w = part.weight;
+  const N = 'spec' in w ? w.layout.N : w.shape[0]!;
+  if (r && (part.bias || !fusionSettings.residual || g.size !== g.shape[g.rank - 1] || r.dtype !== 'f32' || r.size !== N)) return null;
+  const y = gemvGated(g.ctx, g.data, u.data, act, w, { bias: r ? r.data : part.bias });
+  return y ? new Tensor(g.ctx, y) : null;
 }

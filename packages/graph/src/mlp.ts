@@ -2,7 +2,7 @@ import type { Context } from '@rusty/backend';
 import { add, geluTanhGate, swiglu, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
 import { compute, proj } from './attention';
-import { fusedProjections, projectionPlusResidual } from './fused-projections';
+import { fusedProjections, gatedProjection, projectionPlusResidual } from './fused-projections';
 import { Linear, type InitOptions } from './layers';
 import { Module } from './module';
 
@@ -25,8 +25,8 @@ export class GatedMLP extends Module {
     this.registerModule('down_proj', new Linear(ctx, i, h, { ...init, bias, seed: s + 7 }));
   }
 
-  /** down(act(gate(x)) * up(x)), plus `residual` where given (`residual + mlp(x)`: in a decoding step, one GEMV
-   *  adds it, see `projectionPlusResidual`). */
+  /** down(act(gate(x)) * up(x)), plus `residual` where given (`residual + mlp(x)`). In a decoding step the
+   *  activation, down_proj and the add are one GEMV (`gatedProjection`, else `projectionPlusResidual`). */
   forward(x: Tensor, residual?: Tensor): Tensor {
     const gate = this.config.hiddenAct === 'gelu_tanh' ? geluTanhGate : swiglu;
     return tidy(() => {
@@ -34,6 +34,9 @@ export class GatedMLP extends Module {
       const [gp, up, down] = (['gate_proj', 'up_proj', 'down_proj'] as const).map((n) => proj(this, n));
       // decoding: gate and up in one GEMV dispatch where they allow it
       const [g, u] = fusedProjections([gp!, up!], xc) ?? [gp!.forward(xc), up!.forward(xc)];
+      // decoding: the activation inside down_proj's GEMV (and the residual add as its bias)
+      const fused = gatedProjection(down!, g, u, this.config.hiddenAct === 'gelu_tanh' ? 'gelu_tanh' : 'silu', residual);
+      if (fused) return fused;
       // under f16 autocast the activation is written in f16 (down_proj rounds its input to f16: no f32 copy and
       // cast), and so are the gradients of gate and up where both projections round them so (saves
       // 2 x [tokens, intermediate] f32 in backward); either way the projections read the same values, bit for bit

@@ -27,6 +27,7 @@ export {
   type SwigluOptions,
   type GatedOptions,
   type GatedBackwardOptions,
+  type GateActivation,
 } from './llm/gated';
 export { embedding, embeddingBackward } from './llm/embedding';
 export { crossEntropy, crossEntropyCount, type CrossEntropyOptions, type CrossEntropyResult } from './llm/cross-entropy';

@@ -14,7 +14,7 @@ export {
   roundEven,
   type HostQuant,
 } from './quant/quant.ref';
-export { gemv16, gemvTuning, gemvSubgroupsAvailable, GEMV_MAX_ROWS, type Gemv16Options } from './quant/gemv';
+export { gemv16, gemvGated, gemvTuning, gemvSubgroupsAvailable, GEMV_MAX_ROWS, type Gemv16Options, type GemvGate } from './quant/gemv';
 export { gemvParts, gemvPartsProblem, tryGemvParts, type GemvPart } from './quant/gemv-parts';
 export {
   int8Linear,

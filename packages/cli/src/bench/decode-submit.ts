@@ -7,8 +7,8 @@
 // first token), are printed as `coldIntervalsMs`: the kernels built during the first decoding steps show there
 // (the CLI's one run of `rusty generate` pays them). With `--lookahead=0,2`, each cap also runs at each greedy
 // lookahead (`GenerateOptions.lookahead`; 0: every token picked on the host after a read-back of its logits);
-// with `--residual=on,off`, with and without the residual add in the down projection's GEMV and q and k rotated in
-// one dispatch.
+// with `--residual=on,off`, with and without the residual add and the activation in the down projection's GEMV
+// and q and k rotated in one dispatch.
 // Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
 //   bash .gpu/run.sh decode-submit <model dir> [--tokens=128] [--quantize=int4|nf4|int8] [--dtype=bf16]
 //                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--lookahead=0,2] [--residual=on,off] [--profile] [--cold]
@@ -25,7 +25,8 @@ const caps = (opt('every') ?? '16,32,64,128,1000000').split(',').map(Number);
 const rounds = Number(opt('rounds') ?? 2);
 const fuses = (opt('fuse') ?? 'on').split(',').map((f) => f === 'on');
 // the thirteenth session's decode fusions (`fusionSettings.residual`: the residual add in the down projection's
-// GEMV; `.rope`: queries and keys rotated in one dispatch), with the fused projections
+// GEMV; `.rope`: queries and keys rotated in one dispatch; `.gated`: the MLP's activation in the down GEMV), with
+// the fused projections
 const residuals = (opt('residual') ?? 'on').split(',').map((f) => f === 'on');
 // greedy decoding's lookahead (`GenerateOptions.lookahead`; 0: each token picked on the host); unset: the default
 const lookaheads: (number | undefined)[] = opt('lookahead')?.split(',').map(Number) ?? [undefined];
@@ -73,7 +74,7 @@ for (let r = 0; r < rounds; r++)
       for (const la of lookaheads)
         for (const res of residuals) {
           fusionSettings.projections = fuse;
-          fusionSettings.residual = fusionSettings.rope = res;
+          fusionSettings.residual = fusionSettings.rope = fusionSettings.gated = res;
           const { rate, ids, perToken } = await run(every, la);
           const key = `${every}${fuse ? '' : ' unfused'}${la !== undefined ? ` lookahead ${la}` : ''}${res ? '' : ' new fusions off'}`;
           (rates[key] ??= []).push(+rate.toFixed(1));
@@ -81,7 +82,7 @@ for (let r = 0; r < rounds; r++)
           if (!first.has(fuse)) first.set(fuse, ids.join());
           else if (ids.join() !== first.get(fuse)) same = false;
         }
-fusionSettings.residual = fusionSettings.rope = true;
+fusionSettings.residual = fusionSettings.rope = fusionSettings.gated = true;
 const sameFusedUnfused = first.size === 2 ? first.get(true) === first.get(false) : null;
 const gpu: Record<string, unknown> = {};
 if (profile)

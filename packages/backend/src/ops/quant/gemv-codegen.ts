@@ -4,6 +4,7 @@
  * rolled dequantize-and-dot, the reductions), for one weight or several (`parts`, gemv-parts.ts).
  */
 import gemvWgsl from '../../../../../shaders/dequant-gemv-sg.wgsl';
+import { ACTIVATIONS } from '../llm/gated';
 import { formatOf } from '../../format';
 import { FMT_ID } from './formats';
 import type { FloatW } from './gemv';
@@ -26,8 +27,16 @@ export function gemvSource(o: GemvShape): string {
   else if (!floatW && probe('no-scale')) pre += 'fn scale_at(i: u32) -> f32 { return 1.0; }\n';
   else if (o.dq) pre += `fn scale_at(i: u32) -> f32 { return ${dqScale('s', 'absmax2', 'offset')}; }\n`;
   else if (!floatW) pre += o.f16Scales ? 'fn scale_at(i: u32) -> f32 { return unpack2x16float(s[i >> 1u])[i & 1u]; }\n' : 'fn scale_at(i: u32) -> f32 { return read_s(i); }\n';
-  // one x element (x4 and x cannot both be used by one entry point)
-  if (o.xVec) pre += '@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\nfn xe(i: u32) -> f32 { return x4[i >> 2u][i & 3u]; }\n';
+  // one x element (x4 and x cannot both be used by one entry point); gated: x is act(gate) * up, gate on x's
+  // binding and up on `xu` (binding o.gated.binding), act from shaders/act-*.wgsl on V = vec4f
+  const gated = o.gated;
+  if (gated) pre += `alias V = vec4f;\n${ACTIVATIONS[gated.act]}\n`;
+  if (o.xVec && gated)
+    pre +=
+      `@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\n@group(0) @binding(${gated.binding}) var<storage, read> xu4: array<vec4f>;\n` +
+      'fn xv4(j: u32) -> vec4f { return act(x4[j]) * xu4[j]; }\nfn xe(i: u32) -> f32 { return xv4(i >> 2u)[i & 3u]; }\n';
+  else if (o.xVec) pre += '@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\nfn xe(i: u32) -> f32 { return x4[i >> 2u][i & 3u]; }\n';
+  else if (gated) pre += 'fn xe(i: u32) -> f32 { return act(V(read_x(i))).x * read_xu(i); }\n';
   else pre += 'fn xe(i: u32) -> f32 { return read_x(i); }\n';
   if (CW > 1 && P === 1) pre += `@group(0) @binding(2) var<storage, read> q${CW}: array<vec${CW}u>;\n`;
   // the chunk's element groups: [first element, size, WGSL of the unscaled values of row r]
@@ -56,7 +65,7 @@ export function gemvSource(o: GemvShape): string {
   const xg: XLoad = (m, e0, g) => {
     if (probe('no-x')) return `vec${g}f(1.0)`;
     const b = `${typeof m === 'number' ? `${m}u` : m} * p.K + k0 + ${e0}u`;
-    if (o.xVec && g === 4) return `x4[(${b}) >> 2u]`;
+    if (o.xVec && g === 4) return o.gated ? `xv4((${b}) >> 2u)` : `x4[(${b}) >> 2u]`;
     return `vec${g}f(${[...Array(g).keys()].map((i) => `xe(${b} + ${i}u)`).join(', ')})`;
   };
   const hasScale = !floatW;
@@ -298,4 +307,6 @@ export interface GemvShape {
   parts?: number;
   /** The scales are double-quantized codes, decoded where they are read (`scale_at`). */
   dq?: boolean;
+  /** x is `act(gate) * up` of a gated MLP (`gemvGated`): gate on x's binding, up (f32) on binding `binding`. */
+  gated?: { act: 'silu' | 'gelu_tanh'; binding: number };
 }

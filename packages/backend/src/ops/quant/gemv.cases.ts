@@ -1,14 +1,16 @@
 /**
  * The GEMV checks, shared by `gemv.test.ts` (vitest, small shapes on any adapter) and the GPU-machine entry
  * `src/bench/quant-bench.ts --checks` (no vitest there; `gemvGpuCases`, the unrolled kernels at every row count):
- * quantized and 16-bit float weights against float64 of the same values, into NaN-poisoned outputs.
+ * quantized and 16-bit float weights against float64 of the same values, into NaN-poisoned outputs; `gemvGated`
+ * against the activation kernel and the GEMV apart.
  */
 import type { Context } from '../../context';
 import type { DType } from '../../dtype';
 import { download, empty, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { quantSpec, type QuantSpec } from './formats';
-import { gemv16, gemvTuning, gemvTuningCopy, setGemvTuning, type GemvClass, type GemvSetting } from './gemv';
+import { geluTanhGate, swiglu, type GateActivation } from '../llm/gated';
+import { gemv16, gemvGated, gemvTuning, gemvTuningCopy, setGemvTuning, type GemvClass, type GemvSetting } from './gemv';
 import { quantLinear } from './qmatmul';
 import { dequantizeRef } from './quant.ref';
 import { quantize, releaseQuant } from './quantize';
@@ -26,6 +28,9 @@ export interface GemvCase {
   tune?: GemvTune;
   /** Run `gemvParts` over weights of these out_features (N is ignored), each against its own reference. */
   parts?: number[];
+  /** Run `gemvGated` (x = act(gate) * up) against the activation kernel and the same GEMV apart: the error is
+   *  their difference (0 where they agree bit for bit). */
+  gated?: GateActivation;
 }
 
 /** A change of {@link gemvTuning} for one case: `few` applies to the classes `one` and `few` (every M below
@@ -57,7 +62,7 @@ export const GEMV_TOL = 2e-6;
 export function gemvCaseName(c: GemvCase): string {
   const w = typeof c.w === 'string' ? c.w : name(c.w);
   const n = c.parts ? c.parts.join('+') : `${c.N}`;
-  return `${c.parts ? 'parts ' : ''}${w} [${c.M}, ${c.K}] x [${n}, ${c.K}]^T x ${c.x ?? 'f32'}${c.bias ? ' bias' : ''}${c.tune ? ' ' + JSON.stringify(c.tune) : ''}`;
+  return `${c.parts ? 'parts ' : ''}${c.gated ? `gated ${c.gated} ` : ''}${w} [${c.M}, ${c.K}] x [${n}, ${c.K}]^T x ${c.x ?? 'f32'}${c.bias ? ' bias' : ''}${c.tune ? ' ' + JSON.stringify(c.tune) : ''}`;
 }
 
 /** x W^T (+ b) in float64, W [N, K]. */
@@ -77,6 +82,7 @@ export function refLinear(x: ArrayLike<number>, w: ArrayLike<number>, b: ArrayLi
 export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
   const { M, N, K } = c;
   if (c.parts) return withGemvTune(c.tune, () => runParts(ctx, c, c.parts!));
+  if (c.gated) return withGemvTune(c.tune, () => runGated(ctx, c, c.gated!));
   return withGemvTune(c.tune, async () => {
     const xt = upload(ctx, randn(M * K, M + K + 5), [M, K], c.x ?? 'f32');
     const x = Float64Array.from(await download(ctx, xt));
@@ -102,6 +108,24 @@ export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
     release(ctx, xt, out, ...(bias ? [bias] : []));
     return err;
   });
+}
+
+/** gemvGated against the activation kernel and the GEMV apart (quantLinear's gemv variant or gemv16). */
+async function runGated(ctx: Context, c: GemvCase, act: GateActivation): Promise<number> {
+  const { M, N, K } = c;
+  const gate = upload(ctx, randn(M * K, M + K + 7, 2), [M, K]);
+  const up = upload(ctx, randn(M * K, M + K + 8), [M, K]);
+  const bias = c.bias ? upload(ctx, randn(N, 3), [N], 'f16') : undefined;
+  const wt = upload(ctx, typeof c.w === 'string' ? randn(N * K, N, 0.1) : weights(N, K, N + K), [N, K], typeof c.w === 'string' ? c.w : 'f32');
+  const q = typeof c.w === 'string' ? null : quantize(ctx, wt, c.w);
+  const a = act === 'silu' ? swiglu(ctx, gate, up) : geluTanhGate(ctx, gate, up);
+  const apart = q ? quantLinear(ctx, a, q, { bias, variant: 'gemv' }) : gemv16(ctx, a, wt, { bias });
+  const fused = gemvGated(ctx, gate, up, act, q ?? wt, { bias });
+  if (!fused) throw new Error(`gemvGated refused ${gemvCaseName(c)}`);
+  const err = relErr(await download(ctx, fused), await download(ctx, apart));
+  release(ctx, gate, up, wt, a, apart, fused, ...(bias ? [bias] : []));
+  if (q) releaseQuant(ctx, q);
+  return err;
 }
 
 /** gemvParts over weights of out_features `Ns`: each result (a sub-buffer of one poisoned buffer) against float64. */
@@ -203,5 +227,11 @@ export function gemvGpuCases(): GemvCase[] {
       cases.push({ w, M, N: 0, K: 1000, parts: [263, 263] });
     }
   for (const set of GEMV_SWEEP_LAYOUTS.one) cases.push({ w: i4, M: 1, N: 0, K: 4096, parts: [263, 65, 65], tune: { few: set } });
+  // gemvGated: every format, 1 and 4 rows, 16-byte and scalar x loads (K % 4 = 2), both activations, a bias
+  for (const w of ws)
+    for (const M of [1, 4]) {
+      cases.push({ w, M, N: 301, K: 1024, gated: M === 1 ? 'silu' : 'gelu_tanh', bias: M === 4 });
+      cases.push({ w, M, N: 77, K: 1002, gated: M === 1 ? 'gelu_tanh' : 'silu' });
+    }
   return cases;
 }

@@ -7,6 +7,7 @@
  * gemv-codegen.ts.
  */
 import type { Context, Kernel } from '../../context';
+import { isFloat } from '../../dtype';
 import { ShapeError } from '../../errors';
 import type { BindingSpec, KernelDef, ParamSpec } from '../../kernel';
 import { cachedKernel } from '../../kernel-cache';
@@ -16,6 +17,8 @@ import { assertFloat, checkBinding, checkOut, fmtShape } from '../core/util';
 import { FMT_ID, type QuantTensor } from './formats';
 import { dqState, quantPrelude } from './quantize';
 import { gemvSource, type GemvShape } from './gemv-codegen';
+import type { GateActivation } from '../llm/gated';
+import { quantRowsOnTensorCores } from './qmatmul-tc';
 
 export { gemvSource, partBindings, type GemvShape } from './gemv-codegen';
 
@@ -189,13 +192,16 @@ function gemvDef(name: string, o: GemvShape, sgRows: boolean, fmt: GemvWeight['f
   };
 }
 
-/** Plan one subgroup GEMV: `y = x w^T (+ bias)` for x [M, K] (M <= 16), w described by `w`. */
-function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): GemvDispatch {
-  const { N, K } = w;
+/** Plan one subgroup GEMV: `y = x w^T (+ bias)` for x [M, K] (M <= 16), w described by `w`; with `gate`, x is
+ *  `act(x) * up` (see {@link gemvGated}). */
+function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number, gate?: GemvGate): GemvDispatch {
+  const { N } = w;
   const floatW = typeof w.fmt === 'string';
   const s = w.scales ?? x;
   const b = bias ?? x;
-  const { o, nc, nwg, sgRows } = shapeFor(ctx, x, w, N, M, !!bias, s.dtype);
+  const shape = shapeFor(ctx, x, w, N, M, !!bias, s.dtype);
+  const { nc, nwg, sgRows } = shape;
+  const o: GemvShape = gate ? { ...shape.o, gated: { act: gate.act, binding: w.dq ? 8 : 6 } } : shape.o;
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
   const kernel = cachedKernel(ctx, key, () =>
     gemvDef(floatW ? 'gemv16' : 'dequant-gemv-sg', o, sgRows, w.fmt, [
@@ -205,12 +211,46 @@ function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor |
       { name: 'bias', access: 'read', dtype: b.dtype },
       { name: 'y', access: 'rw', dtype: 'f32' },
       ...(w.dq ? [{ name: 'absmax2', access: 'read' as const, dtype: 'f32' as const }, { name: 'offset', access: 'read' as const, dtype: 'f32' as const }] : []),
+      ...(gate ? [{ name: 'xu', access: 'read' as const, dtype: 'f32' as const }] : []),
     ]),
   );
   const workgroups = grid2(nwg);
   const dq = w.dq ? [w.dq.absmax2.buffer, w.dq.offset.buffer] : [];
-  return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer, ...dq], workgroups, params: [N, K, w.G, w.nb, nc, workgroups[0], 1] };
+  const up = gate ? [gate.up.buffer] : [];
+  return { kernel, buffers: [x.buffer, w.data.buffer, s.buffer, b.buffer, y.buffer, ...dq, ...up], workgroups, params: [N, w.K, w.G, w.nb, nc, workgroups[0], 1] };
 }
+
+/** The gated input of {@link gemvGated}: x = act(gate) * up, elementwise. */
+export interface GemvGate {
+  up: DeviceTensor;
+  act: GateActivation;
+}
+
+/**
+ * `y = (act(gate) * up) W^T (+ bias)`: a gated MLP's activation and its down projection in one subgroup GEMV
+ * (`act` from shaders/act-*.wgsl, the gated kernels' own, so each x element is the value `swiglu` /
+ * `geluTanhGate` would write). gate and up f32 [..., K] with 1..16 rows; W quantized or a float matrix [N, K]
+ * (f16, bf16, f32). Returns the f32 result [..., N], or null where the GEMV cannot take it (no subgroups, an odd
+ * K for a float weight, 16-bit inputs, more rows than the GEMV takes, or quantized rows that `quantLinear` runs on
+ * tensor cores): then the caller runs the activation and the product.
+ */
+export function gemvGated(ctx: Context, gate: DeviceTensor, up: GemvGate['up'], act: GateActivation, w: QuantTensor | DeviceTensor, opts: { bias?: DeviceTensor } = {}): DeviceTensor | null {
+  const quant = 'spec' in w;
+  const gw = quant ? quantWeight(w) : floatWeight(w);
+  const K = gate.shape[gate.shape.length - 1];
+  const M = numel(gate.shape) / (K || 1);
+  if (!gemvSubgroupsAvailable(ctx) || gate.dtype !== 'f32' || up.dtype !== 'f32' || K !== gw.K || !sameDims(gate.shape, up.shape)) return null;
+  if (!(M >= 1 && M <= GEMV_MAX_ROWS) || (quant && quantRowsOnTensorCores(ctx, M)) || (!quant && (w.shape.length !== 2 || gw.K % 2))) return null;
+  if (!quant && w.dtype !== 'f16' && w.dtype !== 'bf16' && w.dtype !== 'f32') return null;
+  if (opts.bias && (numel(opts.bias.shape) !== gw.N || !isFloat(opts.bias.dtype))) return null;
+  for (const [t, n] of [[gate, 'gate'], [up, 'up'], [gw.data, 'weight']] as const) checkBinding(ctx, t, 'gemvGated', n);
+  const y = empty(ctx, [...gate.shape.slice(0, -1), gw.N]);
+  const d = plan(ctx, gate, gw, opts.bias, y, M, { up, act });
+  ctx.dispatch(d.kernel, d.buffers, d.workgroups, d.params);
+  return y;
+}
+
+const sameDims = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((v, i) => v === b[i]);
 
 /** The weight side of a parts GEMV, as {@link planParts} takes it (`GemvWeight` of one part, with its bias). */
 export interface GemvPartWeight extends GemvWeight {
