@@ -9,6 +9,9 @@ import { QuantLinear } from './quant-linear';
  *  and `rope`) may fuse: switches for tests and benchmarks, on by default. */
 export const fusionSettings = { projections: true, residual: true, rope: true, gated: true };
 
+/** out_features of a part's weight (quantized, or a float matrix [N, K]). */
+const outFeatures = (w: GemvPart['weight']): number => ('spec' in w ? w.layout.N : w.shape[0]!);
+
 /** The GEMV part of a projection that the decoding GEMV would run alone anyway, or null. */
 function partOf(p: Projection, x: Tensor): GemvPart | null {
   if (p instanceof QuantLinear) {
@@ -53,8 +56,7 @@ export function projectionPlusResidual(p: Projection, x: Tensor, r: Tensor): Ten
   const part = partOf(p, x);
   if (!part || part.bias || x.size !== x.shape[x.rank - 1] || r.dtype !== 'f32') return null;
   const w = part.weight;
-  const N = 'spec' in w ? w.layout.N : w.shape[0]!;
-  if (r.size !== N) return null;
+  if (r.size !== outFeatures(w)) return null;
   const y = 'spec' in w ? quantLinear(x.ctx, x.data, w, { bias: r.data }) : gemv16(x.ctx, x.data, w, { bias: r.data });
   return new Tensor(x.ctx, y);
 }
@@ -71,8 +73,7 @@ export function gatedProjection(p: Projection, g: Tensor, u: Tensor, act: GateAc
   const part = partOf(p, g);
   if (!part) return null;
   const w = part.weight;
-  const N = 'spec' in w ? w.layout.N : w.shape[0]!;
-  if (r && (part.bias || !fusionSettings.residual || g.size !== g.shape[g.rank - 1] || r.dtype !== 'f32' || r.size !== N)) return null;
+  if (r && (part.bias || !fusionSettings.residual || g.size !== g.shape[g.rank - 1] || r.dtype !== 'f32' || r.size !== outFeatures(w))) return null;
   const y = gemvGated(g.ctx, g.data, u.data, act, w, { bias: r ? r.data : part.bias });
   return y ? new Tensor(g.ctx, y) : null;
 }

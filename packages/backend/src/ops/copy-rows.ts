@@ -1,5 +1,6 @@
 import copyRowsWgsl from '../../../../shaders/copy-rows.wgsl';
 import type { Context } from '../context';
+import { sameShape } from '../checks';
 import { cachedKernel } from '../kernel-cache';
 import { ShapeError } from '../errors';
 import { grid1d } from '../grid';
@@ -11,8 +12,6 @@ export interface CopyRowsPair {
   src: DeviceTensor;
   dst: DeviceTensor;
 }
-
-const sameShape = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
 
 /**
  * Copy `rows` rows per batch from `src` [batch, srcRows, ...rowShape] starting at row `srcOffset` into `dst`

@@ -6,6 +6,7 @@
  * `shaders/dequant-gemv.wgsl` for quantized weights and `matmul` for float ones. The WGSL is generated in
  * gemv-codegen.ts.
  */
+import { sameShape } from '../../checks';
 import type { Context, Kernel } from '../../context';
 import { isFloat } from '../../dtype';
 import { ShapeError } from '../../errors';
@@ -239,7 +240,7 @@ export function gemvGated(ctx: Context, gate: DeviceTensor, up: GemvGate['up'], 
   const gw = quant ? quantWeight(w) : floatWeight(w);
   const K = gate.shape[gate.shape.length - 1];
   const M = numel(gate.shape) / (K || 1);
-  if (!gemvSubgroupsAvailable(ctx) || gate.dtype !== 'f32' || up.dtype !== 'f32' || K !== gw.K || !sameDims(gate.shape, up.shape)) return null;
+  if (!gemvSubgroupsAvailable(ctx) || gate.dtype !== 'f32' || up.dtype !== 'f32' || K !== gw.K || !sameShape(gate.shape, up.shape)) return null;
   if (!(M >= 1 && M <= GEMV_MAX_ROWS) || (quant && quantRowsOnTensorCores(ctx, M)) || (!quant && (w.shape.length !== 2 || gw.K % 2))) return null;
   if (!quant && w.dtype !== 'f16' && w.dtype !== 'bf16' && w.dtype !== 'f32') return null;
   if (opts.bias && (numel(opts.bias.shape) !== gw.N || !isFloat(opts.bias.dtype))) return null;
@@ -249,8 +250,6 @@ export function gemvGated(ctx: Context, gate: DeviceTensor, up: GemvGate['up'], 
   ctx.dispatch(d.kernel, d.buffers, d.workgroups, d.params);
   return y;
 }
-
-const sameDims = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((v, i) => v === b[i]);
 
 /** The weight side of a parts GEMV, as {@link planParts} takes it (`GemvWeight` of one part, with its bias). */
 export interface GemvPartWeight extends GemvWeight {
