@@ -8,6 +8,9 @@
 //   twice), NC = max(NV, 1), VEC (1 or 2 elements per unit), alias V, ld_<name>/st_<name>, hsum, BI/init_bi,
 //   wg_sum, and load_in(e) (x, or x + r), keep_sum(e, v) (writes s when fused), load_again(e) (x, or s).
 // Thread t owns units t, t + WG, ... (coalesced); a unit is VEC consecutive elements.
+// With limbs (RmsNormOptions.limbs) the wrapper puts at the line marked limbs (last in main) a storage barrier
+//   and the writing of y's groups of 16 as int8 limbs (binding xl after rstd; shaders/x-limbs-write.wgsl, layout
+//   in ops/quant/x-limbs.ts).
 
 @compute @workgroup_size(WG)
 fn main(b: BI, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
@@ -50,4 +53,5 @@ fn main(b: BI, @builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
       st_y(base + u * VEC, load_again(base + u * VEC) * rs * (ld_w(u * VEC) + V(p.woff)));
     }
   }
+  //@limbs
 }

@@ -75,13 +75,19 @@ export class Attention extends Module {
     };
   }
 
-  /** x [B, T, hidden] -> [B, T, hidden]; with a cache, x holds the positions after the cached ones. */
-  forward(x: Tensor, invFreq: Tensor, cache?: CacheSlot): Tensor {
+  /** x [B, T, hidden] -> [B, T, hidden]; with a cache, x holds the positions after the cached ones. `limbs`: x as
+   *  int8 limbs (a decoding step's norm writes them where `limbsWanted` says so) for q, k and v. */
+  forward(x: Tensor, invFreq: Tensor, cache?: CacheSlot, limbs?: Tensor): Tensor {
     // tidy: temporaries the graph does not save go back to the pool as soon as the block returns
-    return tidy(() => this.attend(x, invFreq, cache));
+    return tidy(() => this.attend(x, invFreq, cache, limbs));
   }
 
-  private attend(x: Tensor, invFreq: Tensor, cache?: CacheSlot): Tensor {
+  /** The projections of the input: q, k and v. */
+  inputProjections(): Projection[] {
+    return (['q_proj', 'k_proj', 'v_proj'] as const).map((n) => proj(this, n));
+  }
+
+  private attend(x: Tensor, invFreq: Tensor, cache?: CacheSlot, limbs?: Tensor): Tensor {
     const [b, t] = x.shape as [number, number, number];
     const { numAttentionHeads: nq, numKeyValueHeads: nkv, headDim: d } = this.config;
     const offset = cache ? cache.kv.length : 0;
@@ -89,7 +95,7 @@ export class Attention extends Module {
     const xc = toCompute(x);
     // decoding: q, k and v in one GEMV dispatch where they allow it
     const names = ['q_proj', 'k_proj', 'v_proj'] as const;
-    const [qy, ky, vy] = fusedProjections(names.map((n) => proj(this, n)), xc) ?? [null, null, null];
+    const [qy, ky, vy] = fusedProjections(names.map((n) => proj(this, n)), xc, limbs) ?? [null, null, null];
     let q = reshape(qy ?? proj(this, 'q_proj').forward(xc), [b, t, nq, d]);
     let k = reshape(ky ?? proj(this, 'k_proj').forward(xc), [b, t, nkv, d]);
     if (this.qNorm) q = this.qNorm.forward(q);

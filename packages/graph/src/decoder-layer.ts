@@ -4,6 +4,7 @@ import type { DecoderLayer } from './architecture';
 import { Attention, compute, type CacheSlot } from './attention';
 import type { ModelConfig } from './config';
 import { RMSNorm, type InitOptions } from './layers';
+import { limbsWanted } from './fused-projections';
 import { GatedMLP } from './mlp';
 import { Module } from './module';
 
@@ -35,7 +36,17 @@ export class PreNormDecoderLayer extends Module implements DecoderLayer {
    *  at a time per 2048 x 2048 tokens x hidden: the recomputed layer of gradient checkpointing peaks lower. */
   forward(h: Tensor, invFreq: Tensor, cache?: CacheSlot): Tensor {
     return tidy(() => {
-      const a = this.selfAttn.forward(compute(this.inputLayernorm.forward(h)), invFreq, cache);
+      // a decoding step with int4 projections: the norms also write their output as int8 limbs (`limbsWanted`)
+      let a: Tensor;
+      if (limbsWanted(this.selfAttn.inputProjections(), h)) {
+        const [x, l] = this.inputLayernorm.forwardLimbs(h);
+        a = this.selfAttn.forward(x, invFreq, cache, l);
+      } else a = this.selfAttn.forward(compute(this.inputLayernorm.forward(h)), invFreq, cache);
+      if (limbsWanted(this.mlp.inputProjections(), a)) {
+        const [x, l, h1] = this.postAttentionLayernorm.forwardLimbs(a, h);
+        a.dispose();
+        return this.mlp.forward(x, h1, l);
+      }
       const [h1, x] = this.postAttentionLayernorm.forwardResidual(a, h);
       a.dispose();
       return this.mlp.forward(compute(x), h1);

@@ -2,7 +2,7 @@
 // projection at a time, up to f32 rounding, on quantized and 16-bit models of every architecture; and where it
 // does not apply (gradients recorded, LoRA adapters, more than 16 rows) nothing is fused. The residual add after
 // a one-row down projection as its GEMV's bias (projectionPlusResidual): bit for bit the separate add.
-import { cast, createContext, gemvPartsProblem, gemvSubgroupsAvailable, quantSpec, type Context, type GemvPart } from '@rusty/backend';
+import { cast, createContext, gemvPartsProblem, gemvSubgroupsAvailable, quantSpec, xLimbsAvailable, type Context, type GemvPart, type Kernel } from '@rusty/backend';
 import { add, noGrad, swiglu, Tensor } from '@rusty/autograd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CausalLM } from './causal-lm';
@@ -168,4 +168,67 @@ describe('fused decode projections', () => {
     for (const t of [x1, x2, r]) t.dispose();
     m.dispose();
   });
+
+  // kernel keys: `<cache key>|<entry>|<bindings>|...`; a GEMV on limbs binds them (u32) where x goes
+  const limbNorm = (k: Kernel) => k.key.split('|')[0]!.startsWith('rmsnorm:') && k.key.split('|')[0]!.endsWith(':limbs');
+  const limbGemv = (k: Kernel) => k.name.startsWith('dequant-gemv-sg') && k.key.split('|')[2]!.startsWith('ru32');
+  for (const dir of ARCH_FIXTURES)
+    it.runIf(() => gemvSubgroupsAvailable(ctx) && xLimbsAvailable(ctx))(`${dir}: a one-row step with int4 projections multiplies on the norms' int8 limbs, no dispatch more, the same logits to 1e-6; NF4 does not`, async () => {
+      const m = randomModel(ctx, fixtureConfig(dir));
+      quantizeLinears(m, quantSpec('int4', 32));
+      const step = async (limbs: boolean) => {
+        const saved = fusionSettings.limbs;
+        fusionSettings.limbs = limbs;
+        let all = 0;
+        let norms = 0;
+        let gemvs = 0;
+        const orig = ctx.dispatch.bind(ctx);
+        ctx.dispatch = ((k, ...rest) => {
+          all++;
+          if (limbNorm(k)) norms++;
+          if (limbGemv(k)) gemvs++;
+          return orig(k, ...rest);
+        }) as typeof ctx.dispatch;
+        try {
+          const input = Tensor.fromArray(ctx, [42], [1, 1], { dtype: 'i32' });
+          const y = noGrad(() => m.forward(input));
+          const logits = (await y.toArray()) as Float32Array;
+          y.dispose();
+          input.dispose();
+          return { logits, all, norms, gemvs };
+        } finally {
+          ctx.dispatch = orig;
+          fusionSettings.limbs = saved;
+        }
+      };
+      const off = await step(false);
+      const on = await step(true);
+      expect([off.norms, off.gemvs]).toEqual([0, 0]);
+      // Gemma 3's own layer (four norms) does not write limbs
+      const n = dir === 'gemma3-tiny' ? 0 : 2 * m.config.numHiddenLayers;
+      expect([on.norms, on.gemvs]).toEqual([n, n]);
+      expect(on.all).toBe(off.all);
+      const err = maxRel(on.logits, off.logits);
+      expect(err).toBeLessThan(1e-6);
+      if (n) expect(err).toBeGreaterThan(0); // x really went through its limbs
+      // NF4 codes take no limbs
+      const nf = randomModel(ctx, fixtureConfig(dir));
+      quantizeLinears(nf, quantSpec('nf4', 64));
+      const saved = ctx.dispatch.bind(ctx);
+      let limbed = 0;
+      ctx.dispatch = ((k, ...rest) => {
+        if (limbNorm(k) || limbGemv(k)) limbed++;
+        return saved(k, ...rest);
+      }) as typeof ctx.dispatch;
+      try {
+        const input = Tensor.fromArray(ctx, [42], [1, 1], { dtype: 'i32' });
+        noGrad(() => nf.forward(input)).dispose();
+        input.dispose();
+      } finally {
+        ctx.dispatch = saved;
+      }
+      expect(limbed).toBe(0);
+      nf.dispose();
+      m.dispose();
+    });
 });

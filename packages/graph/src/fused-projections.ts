@@ -1,4 +1,4 @@
-import { gemv16, gemvGated, quantLinear, quantTuning, tryGemvParts, type GateActivation, type GemvPart } from '@rusty/backend';
+import { gemv16, gemvGated, gemvTakesLimbs, quantLinear, quantTuning, tryGemvParts, type GateActivation, type GemvPart } from '@rusty/backend';
 import { computeDtype, isGradEnabled, Tensor } from '@rusty/autograd';
 import type { Projection } from './attention';
 import { Linear } from './layers';
@@ -6,8 +6,10 @@ import { QuantLinear } from './quant-linear';
 
 /** Whether {@link fusedProjections} (`projections`), {@link projectionPlusResidual} (`projections` and
  *  `residual`), {@link gatedProjection} (`projections` and `gated`) and the attention's `ropePair` (`projections`
- *  and `rope`) may fuse: switches for tests and benchmarks, on by default. */
-export const fusionSettings = { projections: true, residual: true, rope: true, gated: true };
+ *  and `rope`) may fuse, and whether a decoder layer's norms write int8 limbs of their output for int4
+ *  projections that multiply on them (`projections` and `limbs`, {@link limbsWanted}): switches for tests and
+ *  benchmarks, on by default. */
+export const fusionSettings = { projections: true, residual: true, rope: true, gated: true, limbs: true };
 
 /** out_features of a part's weight (quantized, or a float matrix [N, K]). */
 const outFeatures = (w: GemvPart['weight']): number => ('spec' in w ? w.layout.N : w.shape[0]!);
@@ -33,7 +35,7 @@ function partOf(p: Projection, x: Tensor): GemvPart | null {
  * one storage format. The results are those of each `forward(x)`, up to f32 rounding. Returns null where it
  * does not apply (then the caller runs each projection).
  */
-export function fusedProjections(projs: readonly Projection[], x: Tensor): Tensor[] | null {
+export function fusedProjections(projs: readonly Projection[], x: Tensor, limbs?: Tensor): Tensor[] | null {
   if (!fusionSettings.projections || isGradEnabled()) return null;
   const parts: GemvPart[] = [];
   for (const p of projs) {
@@ -41,7 +43,18 @@ export function fusedProjections(projs: readonly Projection[], x: Tensor): Tenso
     if (!part) return null;
     parts.push(part);
   }
-  return tryGemvParts(x.ctx, x.data, parts)?.map((y) => new Tensor(x.ctx, y)) ?? null;
+  return tryGemvParts(x.ctx, x.data, parts, { xLimbs: limbs?.data })?.map((y) => new Tensor(x.ctx, y)) ?? null;
+}
+
+/**
+ * Whether the norm before `projs` should also write its output x as int8 limbs (`rmsNorm`'s `limbs`) for
+ * {@link fusedProjections} to multiply int4 codes by (the integer int4 GEMV, `gemvTakesLimbs`): in a decoding
+ * step (no gradient recorded, one row of `x`, f32 compute) where every projection is a `QuantLinear` that the
+ * decode GEMV reads and that takes limbs. `x` is the norm's input (the norm keeps its shape and, here, f32).
+ */
+export function limbsWanted(projs: readonly Projection[], x: Tensor): boolean {
+  if (!fusionSettings.projections || !fusionSettings.limbs || isGradEnabled() || x.dtype !== 'f32' || x.size !== x.shape[x.rank - 1]) return false;
+  return projs.every((p) => p instanceof QuantLinear && partOf(p, x) !== null && gemvTakesLimbs(x.ctx, p.quant, 1));
 }
 
 /**

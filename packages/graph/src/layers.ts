@@ -1,5 +1,5 @@
-import { cast, ConfigError, empty, formatOf, storageBytes, type Context, type DType } from '@rusty/backend';
-import { addRmsNorm, computeDtype, embedding, linear, rmsNorm, Tensor } from '@rusty/autograd';
+import { addRmsNorm as addRmsNormKernel, cast, ConfigError, empty, formatOf, rmsNorm as rmsNormKernel, storageBytes, type Context, type DeviceTensor, type DType } from '@rusty/backend';
+import { addRmsNorm, computeDtype, embedding, isGradEnabled, linear, rmsNorm, Tensor } from '@rusty/autograd';
 import { Module } from './module';
 
 export interface InitOptions {
@@ -149,5 +149,25 @@ export class RMSNorm extends Module {
   /** Fused residual add: returns [x + residual, rmsnorm(x + residual)]. */
   forwardResidual(x: Tensor, residual: Tensor): [Tensor, Tensor] {
     return addRmsNorm(x, residual, this.weight, this.eps, { weightOffset: this.weightOffset });
+  }
+
+  /**
+   * Where no gradient is recorded (a decoding step): [rmsnorm(x), its int8 limbs] (`rmsNorm`'s `limbs`, the input
+   * of the integer int4 GEMV), or with `residual`, [rmsnorm(x + residual), its limbs, x + residual]; the norm's
+   * values are {@link forward}'s / {@link forwardResidual}'s, bit for bit. x f32 with a last dimension that is a
+   * multiple of 16.
+   */
+  forwardLimbs(x: Tensor, residual?: Tensor): [Tensor, Tensor, Tensor?] {
+    if (isGradEnabled()) throw new ConfigError('RMSNorm.forwardLimbs: only where no gradient is recorded');
+    const opts = { eps: this.eps, weightOffset: this.weightOffset, limbs: true };
+    const t = (d: DeviceTensor) => new Tensor(x.ctx, d);
+    if (residual) {
+      const r = addRmsNormKernel(x.ctx, x.data, residual.data, this.weight.data, opts);
+      x.ctx.release(r.rstd.buffer);
+      return [t(r.y), t(r.limbs!), t(r.sum)];
+    }
+    const r = rmsNormKernel(x.ctx, x.data, this.weight.data, opts);
+    x.ctx.release(r.rstd.buffer);
+    return [t(r.y), t(r.limbs!)];
   }
 }

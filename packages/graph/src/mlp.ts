@@ -1,7 +1,7 @@
 import type { Context } from '@rusty/backend';
 import { add, geluTanhGate, swiglu, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
-import { compute, proj } from './attention';
+import { compute, proj, type Projection } from './attention';
 import { fusedProjections, gatedProjection, projectionPlusResidual } from './fused-projections';
 import { Linear, type InitOptions } from './layers';
 import { Module } from './module';
@@ -26,14 +26,15 @@ export class GatedMLP extends Module {
   }
 
   /** down(act(gate(x)) * up(x)), plus `residual` where given (`residual + mlp(x)`). In a decoding step the
-   *  activation, down_proj and the add are one GEMV (`gatedProjection`, else `projectionPlusResidual`). */
-  forward(x: Tensor, residual?: Tensor): Tensor {
+   *  activation, down_proj and the add are one GEMV (`gatedProjection`, else `projectionPlusResidual`). `limbs`: x
+   *  as int8 limbs (see `limbsWanted`) for gate and up. */
+  forward(x: Tensor, residual?: Tensor, limbs?: Tensor): Tensor {
     const gate = this.config.hiddenAct === 'gelu_tanh' ? geluTanhGate : swiglu;
     return tidy(() => {
       const xc = toCompute(x); // one f16 copy for gate and up under f16 autocast
       const [gp, up, down] = (['gate_proj', 'up_proj', 'down_proj'] as const).map((n) => proj(this, n));
       // decoding: gate and up in one GEMV dispatch where they allow it
-      const [g, u] = fusedProjections([gp!, up!], xc) ?? [gp!.forward(xc), up!.forward(xc)];
+      const [g, u] = fusedProjections([gp!, up!], xc, limbs) ?? [gp!.forward(xc), up!.forward(xc)];
       // decoding: the activation inside down_proj's GEMV (and the residual add as its bias)
       const fused = gatedProjection(down!, g, u, this.config.hiddenAct === 'gelu_tanh' ? 'gelu_tanh' : 'silu', residual);
       if (fused) return fused;
@@ -49,6 +50,11 @@ export class GatedMLP extends Module {
       if (!residual) return down!.forward(ac);
       return projectionPlusResidual(down!, ac, residual) ?? add(residual, down!.forward(ac));
     });
+  }
+
+  /** The projections of the input: gate and up. */
+  inputProjections(): Projection[] {
+    return [proj(this, 'gate_proj'), proj(this, 'up_proj')];
   }
 
   /** HF parameter names (relative to the module) and shapes for a config. */

@@ -10,12 +10,13 @@ import { cachedKernel } from '../kernel-cache';
 import { matmul } from '../ops/core/matmul';
 import { copy } from '../ops/core/transpose';
 import { quantBytes, quantLayout, quantSpec, type QuantSpec, type QuantTensor } from '../ops/quant/formats';
-import { floatWeight, gemv16Dispatch, gemvTuning, gemvTuningCopy, planParts, quantGemvDispatch, quantWeight, type GemvClass, type GemvDispatch } from '../ops/quant/gemv';
+import { floatWeight, gemv16Dispatch, gemvTakesLimbs, gemvTuning, gemvTuningCopy, planParts, quantGemvDispatch, quantWeight, type GemvClass, type GemvDispatch } from '../ops/quant/gemv';
 import { partOffsets } from '../ops/quant/gemv-parts';
 import { GEMV_SWEEP_LAYOUTS, gemvLayoutName } from '../ops/quant/gemv.cases';
 import { quantLinear } from '../ops/quant/qmatmul';
 import { dequantize, quantize, releaseQuant } from '../ops/quant/quantize';
-import { download, empty, release, upload, type DeviceTensor } from '../tensor';
+import { download, empty, poison, release, upload, type DeviceTensor } from '../tensor';
+import { limbWords, xLimbs } from '../ops/quant/x-limbs';
 import { relErr } from '../testing';
 import { args, failedLayouts, gpuTime, log, measureCopy, quick, randomData, settleMs, spinMs, spinUp, SPECS, warmMs } from './quant-bench-common';
 
@@ -112,7 +113,8 @@ export interface Rotated {
   bytes: number;
   /** Whether {@link timeRotated} has let the GPU settle since these weights were made. */
   settled?: boolean;
-  plan: (x: DeviceTensor, y: DeviceTensor) => GemvDispatch[];
+  /** With `limbs` (X's int8 limbs): the integer int4 GEMV (quantized int4 weights only). */
+  plan: (x: DeviceTensor, y: DeviceTensor, limbs?: DeviceTensor) => GemvDispatch[];
   free: () => void;
 }
 
@@ -128,7 +130,7 @@ export function rotatedQuant(ctx: Context, w16: DeviceTensor, spec: QuantSpec): 
   return {
     qs,
     bytes: N * l.wpr * 4 + scaleBytes,
-    plan: (x, y) => qs.map((q) => quantGemvDispatch(ctx, x, q, y)),
+    plan: (x, y, limbs) => qs.map((q) => quantGemvDispatch(ctx, x, q, y, limbs)),
     free: () => {
       for (const q of qs) releaseQuant(ctx, q);
     },
@@ -141,8 +143,9 @@ export function rotatedF16(ctx: Context, w16: DeviceTensor): Rotated {
   return { bytes: 2 * N * K, plan: (x, y) => ws.map((w) => gemv16Dispatch(ctx, x, w, y)), free: () => release(ctx, ...ws) };
 }
 
-/** Time (s, median) per GEMV of M rows over a rotated weight, under the current tuning. */
-export async function timeRotated(ctx: Context, w: Rotated, M: number, K: number, N: number) {
+/** Time (s, median) per GEMV of M rows over a rotated weight, under the current tuning; with `limbs`, the
+ *  integer int4 GEMV on X's limbs (made once, outside the timing). */
+export async function timeRotated(ctx: Context, w: Rotated, M: number, K: number, N: number, limbs = false) {
   // the first timing after a shape's weights were uploaded and made can read up to 3x slow (H100, 2026-11-24,
   // sixth session: the sweep's first layout of each shape; in --placement the first of six timings of one kernel
   // with fresh X and Y, 55.8 / 41.4 / 19.0 / 19.0 ... us, and 41.6 / 19.0 / 19.0 ... after a second of other GPU
@@ -150,14 +153,38 @@ export async function timeRotated(ctx: Context, w: Rotated, M: number, K: number
   if (!w.settled) {
     await spinUp(ctx, settleMs);
     w.settled = true;
-    await timeRotated(ctx, w, M, K, N);
+    await timeRotated(ctx, w, M, K, N, limbs);
   }
   const x = upload(ctx, randomData(M * K, 9), [M, K]);
   const y = empty(ctx, [M, N]);
-  const list = w.plan(x, y);
+  const xl = limbs ? xLimbs(ctx, x) : undefined;
+  const list = w.plan(x, y, xl);
   const r = await streamTime(ctx, list, Math.max(2, Math.ceil(150 / list.length)));
-  release(ctx, x, y);
+  release(ctx, x, y, ...(xl ? [xl] : []));
   return r;
+}
+
+/** One row of X on its int8 limbs (the integer int4 GEMV): time, bytes (codes, scales and the limbs), fraction of
+ *  copy, against the f16 GEMV's time `tG` (s), and its error against float64 of X and the dequantized weight. */
+async function limbsRow(ctx: Context, q: Rotated & { qs: QuantTensor[] }, K: number, N: number, tG: number, copyYard: number): Promise<Record<string, number>> {
+  const { t, spread } = await timeRotated(ctx, q, 1, K, N, true);
+  const read = q.bytes + 4 * limbWords(K);
+  const xh = randomData(K, 9);
+  const x = upload(ctx, xh, [1, K]);
+  const xl = xLimbs(ctx, x);
+  const y = empty(ctx, [1, N]);
+  poison(ctx, y);
+  quantLinear(ctx, x, q.qs[0]!, { out: y, variant: 'gemv', xLimbs: xl });
+  const w = await download(ctx, dequantize(ctx, q.qs[0]!));
+  const ref = new Float64Array(N);
+  for (let n = 0; n < N; n++) {
+    let a = 0;
+    for (let k = 0; k < K; k++) a += xh[k]! * w[n * K + k]!;
+    ref[n] = a;
+  }
+  const err = relErr(await download(ctx, y), ref);
+  release(ctx, x, xl, y);
+  return { us: t * 1e6, spread, bytesRead: read, GBps: read / t / 1e9, ofCopy: read / t / 1e9 / copyYard, vsF16Gemv: tG / t, relErrVsFloat64: err };
 }
 
 /** The decode GEMV section (see the header). */
@@ -244,6 +271,7 @@ export async function gemvBench(ctx: Context, out: Record<string, unknown>): Pro
         release(ctx, x, y, ref);
         const tG = (byM[mi]!.f16Gemv as { us: number }).us / 1e6;
         byM[mi]![name] = { us: t * 1e6, spread, bytesRead: read, GBps: read / t / 1e9, ofCopy: read / t / 1e9 / copyGBps, vsF16Gemv: tG / t, relErrVsDequantMatmul: err };
+        if (M === 1 && spec.format === 'int4' && gemvTakesLimbs(ctx, q.qs[0]!, 1)) byM[mi]![`${name}Limbs`] = await limbsRow(ctx, q, K, N, tG, copyGBps);
       }
       q.free();
     }
@@ -253,23 +281,27 @@ export async function gemvBench(ctx: Context, out: Record<string, unknown>): Pro
     ctx.trimPool();
   }
   // leave a stage out (results wrong, times only): where the int4 kernel's time goes at one row;
-  // --probe-layouts=r8t128cw2,r16t128cw4,... times the kernel and the dp4a probe under each one-row layout
+  // --probe-layouts=r8t128cw2,r16t128cw4,... times the kernel and the integer one (X as limbs: gemvTuning.limbs)
+  // under each one-row layout
   const probes: Record<string, unknown>[] = [];
   const layouts = args.find((a) => a.startsWith('--probe-layouts='))?.slice(16).split(',');
   const one = gemvTuning.one;
+  const limbsSet = gemvTuning.limbs;
   for (const [N, K] of quick ? [[256, 512]] : (tableShapes() ?? [[4096, 4096], [14336, 4096], [28672, 4096]])) {
     const w16 = upload(ctx, randomData(N * K, 7, 0.02), [N, K], 'f16');
     const q = rotatedQuant(ctx, w16, int4);
     for (const layout of layouts ?? [undefined]) {
       const m = layout?.match(/^r(\d+)t(\d+)cw(\d)$/);
       if (layout && !m) throw new Error(`--probe-layouts: '${layout}' is not rNtNcwN`);
-      if (m) gemvTuning.one = { rows: +m[1]!, threads: +m[2]!, subgroupRows: false, chunkWords: +m[3]! as 1 | 2 | 4 };
-      for (const probe of layouts ? ([undefined, 'dp4a'] as const) : ([undefined, 'no-x', 'no-deq', 'no-scale', 'w-only', 'dp4a'] as const)) {
+      if (m) gemvTuning.one = gemvTuning.limbs = { rows: +m[1]!, threads: +m[2]!, subgroupRows: false, chunkWords: +m[3]! as 1 | 2 | 4 };
+      for (const probe of layouts ? [undefined] : ([undefined, 'no-x', 'no-deq', 'no-scale', 'w-only'] as const)) {
         gemvTuning.probe = probe;
         probes.push({ N, K, ...(layout ? { layout } : {}), probe: probe ?? 'none', us: (await timeRotated(ctx, q, 1, K, N)).t * 1e6 });
       }
+      if (gemvTakesLimbs(ctx, q.qs[0]!, 1)) probes.push({ N, K, ...(layout ? { layout } : {}), probe: 'limbs', us: (await timeRotated(ctx, q, 1, K, N, true)).t * 1e6 });
     }
     gemvTuning.one = one;
+    gemvTuning.limbs = limbsSet;
     gemvTuning.probe = undefined;
     q.free();
     release(ctx, w16);

@@ -13,9 +13,9 @@
  *   copy bandwidth, beside the f16 GEMV (`gemv16`, same generator, its own tuned layout) and the f16 `matmul`;
  *   first (`gemvSweep`, unless `--no-sweep`: then the layouts of `gemvTuning` as committed) a sweep of the layouts (entry point, rows, threads, prefetch) for one, few and many rows
  *   of X on int4/64 and f16 weights: the chosen tuning is the best geometric mean; last, the probes
- *   (`gemvTuning.probe`: the int4 one-row kernel with a stage left out, and `dp4a`, the cost of an integer GEMV
- *   on int8 limbs of X; times only) on 4096^2, 14336 x 4096 and 28672 x 4096 (or the `--gemv-shapes`);
- *   `--probes-only` skips the table, `--probe-layouts=r8t128cw2,...` times the kernel and `dp4a` under each
+ *   (`gemvTuning.probe`: the int4 one-row kernel with a stage left out, and `limbs`, the
+ *   integer int4 GEMV on X as int8 limbs; times only) on 4096^2, 14336 x 4096 and 28672 x 4096 (or the `--gemv-shapes`);
+ *   `--probes-only` skips the table, `--probe-layouts=r8t128cw2,...` times the kernel and `limbs` under each
  *   one-row layout (rows, threads, chunk words) instead;
  * - `decode` (`--decode`): the int4/64 GEMV at 1 and 4 rows under the current layouts, decoded both ways
  *   (`gemvTuning.decode` 'shift' and 'mask'), with the stage-leaving probes (no decoding, X as ones) and the f16

@@ -14,8 +14,9 @@ export {
   roundEven,
   type HostQuant,
 } from './quant/quant.ref';
-export { gemv16, gemvGated, gemvTuning, gemvSubgroupsAvailable, GEMV_MAX_ROWS, type Gemv16Options, type GemvGate } from './quant/gemv';
-export { gemvParts, gemvPartsProblem, tryGemvParts, type GemvPart } from './quant/gemv-parts';
+export { gemv16, gemvGated, gemvTuning, gemvSubgroupsAvailable, gemvTakesLimbs, GEMV_MAX_ROWS, type Gemv16Options, type GemvGate } from './quant/gemv';
+export { gemvParts, gemvPartsProblem, tryGemvParts, type GemvPart, type GemvPartsOptions } from './quant/gemv-parts';
+export { xLimbs, xLimbsAvailable, decodeLimbs, limbsRef, limbWords, LIMB_GROUP, LIMB_QMAX } from './quant/x-limbs';
 export {
   int8Linear,
   int8Matmul,

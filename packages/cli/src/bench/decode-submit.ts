@@ -8,10 +8,12 @@
 // (the CLI's one run of `rusty generate` pays them). With `--lookahead=0,2`, each cap also runs at each greedy
 // lookahead (`GenerateOptions.lookahead`; 0: every token picked on the host after a read-back of its logits);
 // with `--residual=on,off`, with and without the residual add and the activation in the down projection's GEMV
-// and q and k rotated in one dispatch.
+// and q and k rotated in one dispatch; with `--limbs=on,off`, with and without the norms writing int8 limbs for
+// int4 q/k/v and gate/up (`fusionSettings.limbs`: the integer int4 GEMV; `sameTokensLimbs` compares the tokens).
 // Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
 //   bash .gpu/run.sh decode-submit <model dir> [--tokens=128] [--quantize=int4|nf4|int8] [--dtype=bf16]
-//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--lookahead=0,2] [--residual=on,off] [--profile] [--cold]
+//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--lookahead=0,2] [--residual=on,off] [--limbs=on,off]
+//                                  [--profile] [--cold]
 import { createContext, type DType, type QuantFormat } from '@rusty/backend';
 import { fusionSettings, generateStream, type CausalLM } from '@rusty/graph';
 import { loadPretrained } from '@rusty/loader';
@@ -30,6 +32,8 @@ const fuses = (opt('fuse') ?? 'on').split(',').map((f) => f === 'on');
 const residuals = (opt('residual') ?? 'on').split(',').map((f) => f === 'on');
 // greedy decoding's lookahead (`GenerateOptions.lookahead`; 0: each token picked on the host); unset: the default
 const lookaheads: (number | undefined)[] = opt('lookahead')?.split(',').map(Number) ?? [undefined];
+// the norms writing int8 limbs for the integer int4 GEMV (`fusionSettings.limbs`)
+const limbsOpts = (opt('limbs') ?? 'on').split(',').map((f) => f === 'on');
 
 const profile = args.includes('--profile');
 const ctx = await createContext({ profile });
@@ -67,27 +71,38 @@ for (const fuse of fuses) {
 const rates: Record<string, number[]> = {};
 const dispatchesPerToken: Record<string, number> = {};
 const first = new Map<boolean, string>();
+const byLimbs = new Map<boolean, string>();
 let same = true;
 for (let r = 0; r < rounds; r++)
   for (const fuse of fuses)
     for (const every of caps)
       for (const la of lookaheads)
-        for (const res of residuals) {
-          fusionSettings.projections = fuse;
-          fusionSettings.residual = fusionSettings.rope = fusionSettings.gated = res;
-          const { rate, ids, perToken } = await run(every, la);
-          const key = `${every}${fuse ? '' : ' unfused'}${la !== undefined ? ` lookahead ${la}` : ''}${res ? '' : ' new fusions off'}`;
-          (rates[key] ??= []).push(+rate.toFixed(1));
-          dispatchesPerToken[`${fuse ? 'fused' : 'unfused'}${res ? '' : ' new fusions off'}`] = perToken;
-          if (!first.has(fuse)) first.set(fuse, ids.join());
-          else if (ids.join() !== first.get(fuse)) same = false;
-        }
-fusionSettings.residual = fusionSettings.rope = fusionSettings.gated = true;
+        for (const res of residuals)
+          for (const limbs of limbsOpts) {
+            fusionSettings.projections = fuse;
+            fusionSettings.residual = fusionSettings.rope = fusionSettings.gated = res;
+            fusionSettings.limbs = limbs;
+            const { rate, ids, perToken } = await run(every, la);
+            const key = `${every}${fuse ? '' : ' unfused'}${la !== undefined ? ` lookahead ${la}` : ''}${res ? '' : ' new fusions off'}${limbs ? '' : ' limbs off'}`;
+            (rates[key] ??= []).push(+rate.toFixed(1));
+            dispatchesPerToken[`${fuse ? 'fused' : 'unfused'}${res ? '' : ' new fusions off'}${limbs ? '' : ' limbs off'}`] = perToken;
+            // limbs round x to 24 bits per group of 16: their tokens are compared apart
+            if (fuse && res) {
+              if (!byLimbs.has(limbs)) byLimbs.set(limbs, ids.join());
+            }
+            if (limbs === limbsOpts[0]) {
+              if (!first.has(fuse)) first.set(fuse, ids.join());
+              else if (ids.join() !== first.get(fuse)) same = false;
+            }
+          }
+fusionSettings.residual = fusionSettings.rope = fusionSettings.gated = fusionSettings.limbs = true;
 const sameFusedUnfused = first.size === 2 ? first.get(true) === first.get(false) : null;
+const sameTokensLimbs = byLimbs.size === 2 ? byLimbs.get(true) === byLimbs.get(false) : null;
 const gpu: Record<string, unknown> = {};
 if (profile)
-  for (const fuse of fuses) {
+  for (const [fuse, limbs] of fuses.flatMap((f) => limbsOpts.map((l) => [f, l] as const))) {
     fusionSettings.projections = fuse;
+    fusionSettings.limbs = limbs;
     await ctx.sync();
     ctx.profiler.reset();
     const t0 = performance.now();
@@ -96,7 +111,7 @@ if (profile)
     await ctx.sync();
     const kernels = (await ctx.profiler.summary()).map((k) => ({ name: k.name, count: +(k.count / ids.length).toFixed(1), us: +((k.totalMs * 1e3) / ids.length).toFixed(1) }));
     const sumUs = +kernels.reduce((a, k) => a + k.us, 0).toFixed(1);
-    gpu[fuse ? 'fused' : 'unfused'] = { wallUsPerToken: +wallUs.toFixed(1), gpuUsPerToken: sumUs, kernels: kernels.slice(0, 14) };
+    gpu[`${fuse ? 'fused' : 'unfused'}${limbs ? '' : ' limbs off'}`] = { wallUsPerToken: +wallUs.toFixed(1), gpuUsPerToken: sumUs, kernels: kernels.slice(0, 14) };
   }
-console.log(JSON.stringify({ dir, quantize: quantize ?? null, dtype: opt('dtype') ?? 'f32', tokens, rates, dispatchesPerToken, sameTokens: same, sameFusedUnfused, ...(profile ? { gpu } : {}), ...(args.includes('--cold') ? { coldIntervalsMs } : {}) }));
+console.log(JSON.stringify({ dir, quantize: quantize ?? null, dtype: opt('dtype') ?? 'f32', tokens, rates, dispatchesPerToken, sameTokens: same, sameFusedUnfused, sameTokensLimbs, ...(profile ? { gpu } : {}), ...(args.includes('--cold') ? { coldIntervalsMs } : {}) }));
 ctx.destroy();

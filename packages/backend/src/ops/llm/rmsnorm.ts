@@ -22,6 +22,7 @@ import {
   vecFor,
   vecPrelude,
 } from './common';
+import { LIMB_GROUP, limbWords, xLimbsAvailable, xLimbsWriteCode } from '../quant/x-limbs';
 
 /** Options of {@link rmsNorm} and {@link addRmsNorm}. */
 export interface RmsNormOptions {
@@ -36,6 +37,10 @@ export interface RmsNormOptions {
   rstdOut?: DeviceTensor;
   /** ({@link addRmsNorm}) f32 tensor of x's shape for the sum x + residual. */
   sumOut?: DeviceTensor;
+  /** Also write y as int8 limbs (`limbs` of the result, u32 [rows, 13 D / 16]; layout in ops/quant/x-limbs.ts),
+   *  the input of the integer int4 GEMV, in the same dispatch. D must be a multiple of 16 and the adapter must
+   *  have `packed_4x8_integer_dot_product` (`xLimbsAvailable`). */
+  limbs?: boolean;
 }
 
 /** Output of {@link rmsNorm}: the normalised tensor and the per-row 1/rms saved for the backward. */
@@ -44,6 +49,8 @@ export interface RmsNormResult {
   y: DeviceTensor;
   /** f32 [rows] (rows = numel(x) / D): 1 / sqrt(mean(x^2) + eps). */
   rstd: DeviceTensor;
+  /** With {@link RmsNormOptions.limbs}: y as int8 limbs, u32 [rows, 13 D / 16]. */
+  limbs?: DeviceTensor;
 }
 
 function rowsOf(op: string, x: DeviceTensor, w: DeviceTensor): { rows: number; d: number } {
@@ -86,15 +93,26 @@ function forward(
     sum = opts.sumOut ?? empty(ctx, x.shape);
     if (opts.sumOut) checkOut(opts.sumOut, x.shape, `${op}: sumOut`);
   }
+  let limbs: DeviceTensor | undefined;
+  if (opts.limbs) {
+    if (d % LIMB_GROUP) throw new ShapeError(`${op}: limbs need a last dimension that is a multiple of ${LIMB_GROUP}, got ${fmt(x.shape)}`);
+    if (!xLimbsAvailable(ctx)) throw new ConfigError(`${op}: limbs need packed_4x8_integer_dot_product, which the adapter lacks`);
+    limbs = empty(ctx, [...x.shape.slice(0, -1), limbWords(d)], 'u32');
+  }
   checkBindable(ctx, op, [w, 'weight']);
-  if (rows === 0) return { y, rstd, sum };
+  if (rows === 0) return { y, rstd, sum, ...(limbs ? { limbs } : {}) };
   const parts: [DeviceTensor, number, string][] = [[x, d * elemBytes(x), 'x'], [y, d * 4, 'out'], [rstd, 4, 'rstd']];
   if (r) parts.push([r, d * elemBytes(r), 'residual'], [sum!, d * 4, 'sum']);
+  if (limbs) parts.push([limbs, limbWords(d) * 4, 'limbs']);
   const plan = rowChunks(ctx, op, rows, parts);
   const vec = vecFor(d, r ? [x.dtype, r.dtype, w.dtype] : [x.dtype, w.dtype]);
   const { wg, nv } = rowShape(ctx, d / vec, 'rmsnorm');
   const red = reduceCode(ctx);
-  const key = `rmsnorm:${r ? 'add' : 'plain'}:wg${wg}:nv${nv}:v${vec}:${red.tag}:${x.dtype}${r ? r.dtype : ''}${w.dtype}`;
+  const key = `rmsnorm:${r ? 'add' : 'plain'}:wg${wg}:nv${nv}:v${vec}:${red.tag}:${x.dtype}${r ? r.dtype : ''}${w.dtype}${limbs ? ':limbs' : ''}`;
+  // limbs: once y is written, each thread turns groups t, t + WG, ... of the row into limbs (read back from y)
+  const limbsCode = limbs
+    ? 'storageBarrier();\n  for (var g = t; g < p.D / 16u; g += WG) { write_limbs(base, row * (13u * p.D / 16u), g, p.D); }'
+    : '';
   const k = llmKernel(ctx, key, () => {
     const reads: [string, DType | 'rw'][] = [['x', x.dtype], ['w', w.dtype]];
     if (r) reads.push(['r', r.dtype], ['s', 'rw']);
@@ -110,7 +128,8 @@ function forward(
         vecPrelude({ WG: wg, NV: nv, NC: Math.max(nv, 1) }, vec, reads, r ? ['y', 's'] : ['y']) +
         red.code +
         helpers +
-        rmsnormWgsl,
+        rmsnormWgsl.replace('//@limbs', limbsCode) +
+        (limbs ? 'fn limb_src(e: u32) -> f32 { return y[e]; }\n' + xLimbsWriteCode : ''),
       enables: red.enables,
       bindings: [
         { name: 'x', access: 'read', dtype: x.dtype },
@@ -119,6 +138,7 @@ function forward(
         { name: 'y', access: 'rw', dtype: 'f32' },
         ...(r ? [{ name: 's', access: 'rw' as const, dtype: 'f32' as const }] : []),
         { name: 'rstd', access: 'rw', dtype: 'f32' },
+        ...(limbs ? [{ name: 'xl', access: 'rw' as const, dtype: 'u32' as const }] : []),
       ],
       params: ['u32:rows', 'u32:D', 'f32:eps', 'f32:woff'],
     };
@@ -129,9 +149,10 @@ function forward(
     const by = b(y, d * 4);
     const brs = b(rstd, 4);
     const bufs = r ? [bx, b(r, d * elemBytes(r)), w.buffer, by, b(sum!, d * 4), brs] : [bx, w.buffer, by, brs];
+    if (limbs) bufs.push(b(limbs, limbWords(d) * 4));
     ctx.dispatch(k, bufs, grid(r1 - r0), [r1 - r0, d, opts.eps ?? 1e-6, woff]);
   }
-  return { y, rstd, sum };
+  return { y, rstd, sum, ...(limbs ? { limbs } : {}) };
 }
 
 /**
@@ -143,8 +164,8 @@ function forward(
  * than one storage binding are processed in row chunks (here and in the backward).
  */
 export function rmsNorm(ctx: Context, x: DeviceTensor, w: DeviceTensor, opts: RmsNormOptions = {}): RmsNormResult {
-  const { y, rstd } = forward(ctx, x, null, w, opts);
-  return { y, rstd };
+  const { y, rstd, limbs } = forward(ctx, x, null, w, opts);
+  return { y, rstd, ...(limbs ? { limbs } : {}) };
 }
 
 /**
@@ -159,8 +180,8 @@ export function addRmsNorm(
   w: DeviceTensor,
   opts: RmsNormOptions = {},
 ): RmsNormResult & { sum: DeviceTensor } {
-  const { y, rstd, sum } = forward(ctx, x, residual, w, opts);
-  return { y, rstd, sum: sum! };
+  const { y, rstd, sum, limbs } = forward(ctx, x, residual, w, opts);
+  return { y, rstd, sum: sum!, ...(limbs ? { limbs } : {}) };
 }
 
 /** Options of {@link rmsNormBackward}. */

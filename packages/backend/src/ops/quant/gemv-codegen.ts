@@ -31,7 +31,14 @@ export function gemvSource(o: GemvShape): string {
   // binding and up on `xu` (binding o.gated.binding), act from shaders/act-*.wgsl on V = vec4f
   const gated = o.gated;
   if (gated) pre += `alias V = vec4f;\n${ACTIVATIONS[gated.act]}\n`;
-  if (o.xVec && gated)
+  if (o.xLimbs)
+    pre +=
+      '@group(0) @binding(1) var<storage, read> xl4: array<vec4u>;\nfn xw(i: u32) -> u32 { return xl4[i >> 2u][i & 3u]; }\n' +
+      // element i decoded (the partial last chunk; x-limbs.ts has the layout)
+      'fn xb(w: u32, k: u32) -> i32 { return bitcast<i32>(w << (24u - 8u * k)) >> 24u; }\n' +
+      'fn xe(i: u32) -> f32 { let g = i >> 4u; let e = i & 15u; let o = 12u * g + 6u * (e >> 3u) + (e & 1u); let k = (e & 7u) >> 1u;\n' +
+      '  return f32(xb(xw(o), k) * 65536i + xb(xw(o + 2u), k) * 256i + xb(xw(o + 4u), k)) * bitcast<f32>(xw(3u * p.K / 4u + g)); }\n';
+  else if (o.xVec && gated)
     pre +=
       `@group(0) @binding(1) var<storage, read> x4: array<vec4f>;\n@group(0) @binding(${gated.binding}) var<storage, read> xu4: array<vec4f>;\n` +
       'fn xv4(j: u32) -> vec4f { return act(x4[j]) * xu4[j]; }\nfn xe(i: u32) -> f32 { return xv4(i >> 2u)[i & 3u]; }\n';
@@ -70,7 +77,7 @@ export function gemvSource(o: GemvShape): string {
   };
   const hasScale = !floatW;
   const parts: Record<string, string> = o.unroll ? unrolledCode(o, groups, xg, hasScale) : rolledCode(o, groups, xg, hasScale);
-  if (o.probe === 'dp4a') parts.fast = dp4aProbe(o);
+  if (o.xLimbs) parts.fast = limbsCode(o);
   pre += `const SG: u32 = ${o.sgRows ?? 1}u;\n`; // main_rows: the subgroup size
   let body = gemvWgsl;
   if (P > 1) {
@@ -186,27 +193,30 @@ function loadCode(R: number, CW: number, hasScale: boolean, G = 0, prefetch = fa
 }
 
 /**
- * The //@fast code of probe 'dp4a' (benchmarks only, results wrong): the cost of an integer int4 GEMV, for one
- * row of X. X would be a 24-bit fixed-point image per block, split into three signed int8 limbs (words of four
- * elements, even and odd elements apart), so that each word of codes takes three integer ops to become two words
- * of signed bytes 16 (u - 8) (high nibbles: XOR 0x88, AND 0xF0; low ones shifted up first) and six
- * `dot4I8Packed`; a chunk's three limb sums are combined once per row (sa 2^16 + sb 2^8 + sc) and scaled by the
- * row's block scale times X's block scale. The limbs here are x's own words, bit-cast: the loads are those of
- * the real kernel, 3 words per 4 elements, and the results are wrong.
+ * The //@fast code of the integer int4 GEMV (`xLimbs`: one row of X as int8 limbs, ops/quant/x-limbs.ts): each
+ * word of codes becomes two words of signed bytes 16 (u - 8) with three integer ops (high nibbles, the even
+ * elements: XOR 0x88, AND 0xF0; the low ones shifted up first), multiplied by X's limbs with `dot4I8Packed`. Per
+ * group of 16 elements (two words) and row, the three limb sums (|sum| <= 16 * 128 * 128) are combined as
+ * (sa 2^8 + sb) 2^8 + sc in f32 and scaled by the row's block scale times the group's scale / 16.
  */
-function dp4aProbe(o: GemvShape): string {
-  if (o.MR !== 1 || !o.xVec || o.fmt !== FMT_ID.int4 || !o.unroll) throw new Error('probe dp4a: one row of f32 X (K % 4 == 0) and int4 weights, unrolled');
+function limbsCode(o: GemvShape): string {
+  if (o.MR !== 1 || o.fmt !== FMT_ID.int4 || o.CW % 2 || o.gated) throw new Error('gemv xLimbs: one row of X, int4 weights, chunks of 2 or 4 words');
   const { R, CW } = o;
-  const nv = Math.ceil((6 * CW) / 4);
+  const acc = (r: number) => (o.unroll ? `a_${r}_0` : `a[${r}u]`);
+  const word = (r: number, j: number) => `w_${r}[${j}]`;
   const lw = (i: number) => `L${i >> 2}[${i & 3}]`;
-  const out = [`let lb = (k0 * 3u / 4u) >> 2u;`, ...[...Array(nv).keys()].map((v) => `let L${v} = bitcast<vec4u>(x4[lb + ${v}u]);`), 'let xs = xe(k0);'];
-  const word = (r: number, j: number) => (CW > 1 ? `w_${r}[${j}]` : `w_${r}`);
+  const nv = (6 * CW) / 4;
+  const out = ['let lb = (k0 * 3u / 4u) >> 2u;', ...[...Array(nv).keys()].map((v) => `let L${v} = xl4[lb + ${v}u];`)];
+  for (let g = 0; g < CW / 2; g++) out.push(`let xs_${g} = bitcast<f32>(xw(3u * p.K / 4u + k0 / 16u + ${g}u)) * 0.0625;`);
   for (let r = 0; r < R; r++) {
     for (let j = 0; j < CW; j++)
       out.push(`let h_${r}_${j} = (${word(r, j)} ^ 0x88888888u) & 0xF0F0F0F0u; let l_${r}_${j} = ((${word(r, j)} << 4u) ^ 0x88888888u) & 0xF0F0F0F0u;`);
-    const sum = (limb: number) => [...Array(CW).keys()].map((j) => `dot4I8Packed(h_${r}_${j}, ${lw(6 * j + 2 * limb)}) + dot4I8Packed(l_${r}_${j}, ${lw(6 * j + 2 * limb + 1)})`).join(' + ');
-    out.push(`let sa_${r} = ${sum(0)}; let sb_${r} = ${sum(1)}; let sc_${r} = ${sum(2)};`);
-    out.push(`a_${r}_0 = fma(f32(sa_${r} * 256i + sb_${r}) * 256.0 + f32(sc_${r}), s_${r} * xs, a_${r}_0);`);
+    for (let g = 0; g < CW / 2; g++) {
+      const sum = (limb: number) =>
+        [2 * g, 2 * g + 1].map((j) => `dot4I8Packed(h_${r}_${j}, ${lw(6 * j + 2 * limb)}) + dot4I8Packed(l_${r}_${j}, ${lw(6 * j + 2 * limb + 1)})`).join(' + ');
+      out.push(`{ let sa = ${sum(0)}; let sb = ${sum(1)}; let sc = ${sum(2)};`);
+      out.push(`  ${acc(r)} = fma(f32(sa * 256i + sb) * 256.0 + f32(sc), s_${r} * xs_${g}, ${acc(r)}); }`);
+    }
   }
   return out.join('\n      ');
 }
@@ -300,7 +310,10 @@ export interface GemvShape {
   /** Quantized weights: elements per block where a row has several blocks (else 0: one scale per row). */
   G?: number;
   /** Benchmarks only: leave a stage out (see `gemvTuning.probe`). */
-  probe?: 'no-x' | 'no-deq' | 'no-scale' | 'w-only' | 'dp4a';
+  probe?: 'no-x' | 'no-deq' | 'no-scale' | 'w-only';
+  /** X is one row of int8 limbs (ops/quant/x-limbs.ts) on x's binding, multiplied by int4 codes with
+   *  `dot4I8Packed` (chunks of 2 or 4 words). */
+  xLimbs?: boolean;
   /** How int4 / int8 codes are decoded (see `gemvTuning.decode`; unset: `'shift'`). */
   decode?: 'mask' | 'shift';
   /** Several weights in one dispatch (2 or 3; unset: one), see `gemvParts`. */

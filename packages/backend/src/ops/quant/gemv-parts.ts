@@ -11,7 +11,7 @@ import { numel, type DeviceTensor } from '../../tensor';
 import { assertFloat, checkBinding, fmtShape } from '../core/util';
 import type { QuantTensor } from './formats';
 import { quantRowsOnTensorCores } from './qmatmul-tc';
-import { floatWeight, gemvSubgroupsAvailable, GEMV_MAX_ROWS, partBindings, planParts, quantWeight, type GemvPartWeight } from './gemv';
+import { checkLimbs, floatWeight, gemvSubgroupsAvailable, gemvTakesLimbs, GEMV_MAX_ROWS, partBindings, planParts, quantWeight, type GemvPartWeight } from './gemv';
 
 /** One weight of {@link gemvParts}: quantized (`QuantTensor`) or a float matrix [N, K] (f16, bf16 or f32, HF
  *  Linear layout), with an optional bias [N]. */
@@ -82,29 +82,39 @@ export function partOffsets(ctx: Context, Ns: readonly number[], M: number): { y
  * arithmetic as `quantLinear` / `gemv16` of each weight alone, up to f32 rounding (the kernel layout is picked
  * for the rows of all parts together). Throws a ShapeError where {@link gemvPartsProblem} names a problem.
  */
-export function gemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[]): DeviceTensor[] {
+export function gemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[], opts: GemvPartsOptions = {}): DeviceTensor[] {
   assertFloat(x, 'gemvParts', 'x');
   const why = gemvPartsProblem(ctx, x, parts);
   if (why) throw new ShapeError(`gemvParts: ${why}`);
-  return encodeParts(ctx, x, parts);
+  return encodeParts(ctx, x, parts, opts);
+}
+
+/** Options of {@link gemvParts} and {@link tryGemvParts}. */
+export interface GemvPartsOptions {
+  /** x as int8 limbs (`xLimbs`, or `rmsNorm`'s `limbs`): the GEMV multiplies on them where it takes them
+   *  (`gemvTakesLimbs`: one row, int4 weights), and reads x elsewhere. */
+  xLimbs?: DeviceTensor;
 }
 
 /** {@link gemvParts}, or null (nothing encoded) where {@link gemvPartsProblem} names a problem or where the
  *  weights are quantized and `quantLinear` runs these rows on tensor cores (`quantRowsOnTensorCores`: at 16 rows
  *  2.6-4.6x the GEMV on an H100, far more than one dispatch instead of two or three saves). For callers that fall
  *  back to one product per weight, with the check made once. */
-export function tryGemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[]): DeviceTensor[] | null {
+export function tryGemvParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[], opts: GemvPartsOptions = {}): DeviceTensor[] | null {
   assertFloat(x, 'gemvParts', 'x');
   if (gemvPartsProblem(ctx, x, parts)) return null;
   const rows = numel(x.shape) / x.shape[x.shape.length - 1]!;
   if (isQuant(parts[0]!.weight) && quantRowsOnTensorCores(ctx, rows)) return null;
-  return encodeParts(ctx, x, parts);
+  return encodeParts(ctx, x, parts, opts);
 }
 
-function encodeParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[]): DeviceTensor[] {
+function encodeParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[], opts: GemvPartsOptions): DeviceTensor[] {
   checkBinding(ctx, x, 'gemvParts', 'x');
   const K = x.shape[x.shape.length - 1]!;
   const M = numel(x.shape) / K;
+  const w0 = parts[0]!.weight;
+  const limbs = opts.xLimbs && isQuant(w0) && gemvTakesLimbs(ctx, w0, M) ? opts.xLimbs : undefined;
+  if (limbs) checkLimbs(limbs, K, 'gemvParts');
   const ws: GemvPartWeight[] = parts.map(({ weight: w, bias }) => {
     if (bias && numel(bias.shape) !== dims(w)[0]) throw new ShapeError(`gemvParts: bias ${fmtShape(bias.shape)} does not match out_features ${dims(w)[0]}`);
     if (bias) assertFloat(bias, 'gemvParts', 'bias');
@@ -116,7 +126,7 @@ function encodeParts(ctx: Context, x: DeviceTensor, parts: readonly GemvPart[]):
   });
   const { yo, end } = partOffsets(ctx, ws.map((w) => w.N), M);
   const arena = ctx.alloc(4 * end);
-  const d = planParts(ctx, x, ws, { buffer: arena, dtype: 'f32', shape: [end] }, yo, M);
+  const d = planParts(ctx, x, ws, { buffer: arena, dtype: 'f32', shape: [end] }, yo, M, limbs);
   ctx.dispatch(d.kernel, d.buffers, d.workgroups, d.params);
   const lead = x.shape.slice(0, -1);
   const out = ws.map((w, j): DeviceTensor => ({ buffer: ctx.subBuffer(arena, 4 * yo[j]!, 4 * M * w.N), dtype: 'f32', shape: [...lead, w.N] }));

@@ -6,11 +6,12 @@
  */
 import type { Context } from '../../context';
 import type { DType } from '../../dtype';
-import { download, empty, poison, release, upload } from '../../tensor';
+import { download, empty, poison, release, upload, type DeviceTensor } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { quantSpec, type QuantSpec } from './formats';
 import { geluTanhGate, swiglu, type GateActivation } from '../llm/gated';
-import { gemv16, gemvGated, gemvTuning, gemvTuningCopy, setGemvTuning, type GemvClass, type GemvSetting } from './gemv';
+import { gemv16, gemvGated, gemvTakesLimbs, gemvTuning, gemvTuningCopy, setGemvTuning, type GemvClass, type GemvSetting } from './gemv';
+import { decodeLimbs, xLimbs } from './x-limbs';
 import { quantLinear } from './qmatmul';
 import { dequantizeRef } from './quant.ref';
 import { quantize, releaseQuant } from './quantize';
@@ -31,6 +32,9 @@ export interface GemvCase {
   /** Run `gemvGated` (x = act(gate) * up) against the activation kernel and the same GEMV apart: the error is
    *  their difference (0 where they agree bit for bit). */
   gated?: GateActivation;
+  /** Multiply on x's int8 limbs (`xLimbs`; one row, int4): against float64 of the values the limbs hold, with x
+   *  itself poisoned (NaN) before the GEMV runs, so that a kernel reading x instead fails. */
+  limbs?: boolean;
 }
 
 /** A change of {@link gemvTuning} for one case: `few` applies to the classes `one` and `few` (every M below
@@ -40,6 +44,8 @@ export interface GemvTune {
   many?: Partial<GemvSetting>;
   unroll?: boolean;
   decode?: 'mask' | 'shift';
+  /** A change of `gemvTuning.limbs` (the integer int4 GEMV's layout). */
+  limbs?: Partial<GemvSetting>;
 }
 
 /** Run f with `tune` applied to {@link gemvTuning}, restored after. */
@@ -49,6 +55,7 @@ export async function withGemvTune<T>(tune: GemvTune | undefined, f: () => Promi
   if (tune?.many) for (const set of [gemvTuning.many, gemvTuning.float.many]) Object.assign(set, tune.many);
   if (tune?.unroll !== undefined) gemvTuning.unroll = tune.unroll;
   if (tune?.decode) gemvTuning.decode = tune.decode;
+  if (tune?.limbs) gemvTuning.limbs = { ...gemvTuning.limbs!, ...tune.limbs };
   try {
     return await f();
   } finally {
@@ -62,7 +69,7 @@ export const GEMV_TOL = 2e-6;
 export function gemvCaseName(c: GemvCase): string {
   const w = typeof c.w === 'string' ? c.w : name(c.w);
   const n = c.parts ? c.parts.join('+') : `${c.N}`;
-  return `${c.parts ? 'parts ' : ''}${c.gated ? `gated ${c.gated} ` : ''}${w} [${c.M}, ${c.K}] x [${n}, ${c.K}]^T x ${c.x ?? 'f32'}${c.bias ? ' bias' : ''}${c.tune ? ' ' + JSON.stringify(c.tune) : ''}`;
+  return `${c.parts ? 'parts ' : ''}${c.gated ? `gated ${c.gated} ` : ''}${c.limbs ? 'limbs ' : ''}${w} [${c.M}, ${c.K}] x [${n}, ${c.K}]^T x ${c.x ?? 'f32'}${c.bias ? ' bias' : ''}${c.tune ? ' ' + JSON.stringify(c.tune) : ''}`;
 }
 
 /** x W^T (+ b) in float64, W [N, K]. */
@@ -85,7 +92,7 @@ export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
   if (c.gated) return withGemvTune(c.tune, () => runGated(ctx, c, c.gated!));
   return withGemvTune(c.tune, async () => {
     const xt = upload(ctx, randn(M * K, M + K + 5), [M, K], c.x ?? 'f32');
-    const x = Float64Array.from(await download(ctx, xt));
+    const { x, xl } = await limbsOf(ctx, c, xt);
     const bias = c.bias ? upload(ctx, randn(N, 3), [N], 'f16') : undefined;
     const b = bias ? Float64Array.from(await download(ctx, bias)) : null;
     const out = empty(ctx, [M, N]);
@@ -100,14 +107,25 @@ export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
       const wt = upload(ctx, weights(N, K, N + K), [N, K]);
       const q = quantize(ctx, wt, c.w);
       w = dequantizeRef(c.w, await readQuant(ctx, q));
-      quantLinear(ctx, xt, q, { bias, out, variant: 'gemv' });
+      if (xl && !gemvTakesLimbs(ctx, q, M)) throw new Error(`the GEMV does not take limbs for ${gemvCaseName(c)}`);
+      quantLinear(ctx, xt, q, { bias, out, variant: 'gemv', xLimbs: xl });
       release(ctx, wt);
       releaseQuant(ctx, q);
     }
     const err = relErr(await download(ctx, out), refLinear(x, w, b, M, N, K));
-    release(ctx, xt, out, ...(bias ? [bias] : []));
+    release(ctx, xt, out, ...(bias ? [bias] : []), ...(xl ? [xl] : []));
     return err;
   });
+}
+
+/** x's values in float64: as stored, or with `c.limbs` those its limbs hold (then x is poisoned, and the limbs
+ *  returned). */
+async function limbsOf(ctx: Context, c: GemvCase, xt: DeviceTensor): Promise<{ x: Float64Array; xl?: DeviceTensor }> {
+  if (!c.limbs) return { x: Float64Array.from(await download(ctx, xt)) };
+  const xl = xLimbs(ctx, xt);
+  const x = decodeLimbs((await download(ctx, xl)) as Uint32Array, c.K);
+  poison(ctx, xt);
+  return { x, xl };
 }
 
 /** gemvGated against the activation kernel and the GEMV apart (quantLinear's gemv variant or gemv16). */
@@ -132,7 +150,7 @@ async function runGated(ctx: Context, c: GemvCase, act: GateActivation): Promise
 async function runParts(ctx: Context, c: GemvCase, Ns: number[]): Promise<number> {
   const { M, K } = c;
   const xt = upload(ctx, randn(M * K, M + K + 5), [M, K], c.x ?? 'f32');
-  const x = Float64Array.from(await download(ctx, xt));
+  const { x, xl } = await limbsOf(ctx, c, xt);
   const made = Ns.map((N, j) => {
     const wt = upload(ctx, typeof c.w === 'string' ? randn(N * K, N + j, 0.1) : weights(N, K, N + K + j), [N, K], typeof c.w === 'string' ? c.w : 'f32');
     const bias = c.bias ? upload(ctx, randn(N, 3 + j), [N], j % 2 ? 'f32' : 'f16') : undefined;
@@ -141,10 +159,11 @@ async function runParts(ctx: Context, c: GemvCase, Ns: number[]): Promise<number
   const parts = made.map((m) => ({ weight: m.q ?? m.wt, bias: m.bias }));
   // a first run's results poisoned and released: the second run takes the same pool buffer, so an output it
   // failed to write reads NaN
-  const first = gemvParts(ctx, xt, parts);
+  if (xl && !gemvTakesLimbs(ctx, made[0]!.q!, M)) throw new Error(`the GEMV does not take limbs for ${gemvCaseName(c)}`);
+  const first = gemvParts(ctx, xt, parts, { xLimbs: xl });
   for (const y of first) poison(ctx, y);
   release(ctx, ...first);
-  const ys = gemvParts(ctx, xt, parts);
+  const ys = gemvParts(ctx, xt, parts, { xLimbs: xl });
   if (ys[0]!.buffer.gpu !== first[0]!.buffer.gpu) throw new Error('gemvParts case: the second run got another buffer (the poison would not be read)');
   let err = 0;
   for (const [j, m] of made.entries()) {
@@ -152,7 +171,7 @@ async function runParts(ctx: Context, c: GemvCase, Ns: number[]): Promise<number
     const b = m.bias ? Float64Array.from(await download(ctx, m.bias)) : null;
     err = Math.max(err, relErr(await download(ctx, ys[j]!), refLinear(x, w, b, M, m.N, K)));
   }
-  release(ctx, xt, ...ys);
+  release(ctx, xt, ...ys, ...(xl ? [xl] : []));
   for (const m of made) {
     release(ctx, m.wt, ...(m.bias ? [m.bias] : []));
     if (m.q) releaseQuant(ctx, m.q);
@@ -227,6 +246,14 @@ export function gemvGpuCases(): GemvCase[] {
       cases.push({ w, M, N: 0, K: 1000, parts: [263, 263] });
     }
   for (const set of GEMV_SWEEP_LAYOUTS.one) cases.push({ w: i4, M: 1, N: 0, K: 4096, parts: [263, 65, 65], tune: { few: set } });
+  // the integer int4 GEMV on x's limbs: every block size, layouts (rows, threads, chunks of 2 and 4 words,
+  // prefetch), odd N, K a multiple of 16 but not 32 (chunks of 4 words fall back to 2), parts with and without bias
+  for (const w of [i4, quantSpec('int4', 32), quantSpec('int4', 128)])
+    for (const K of [4096, 1008]) cases.push({ w, M: 1, N: 301, K, bias: K === 1008, limbs: true }, { w, M: 1, N: 0, K, parts: [301, 77, 77], bias: K === 4096, limbs: true });
+  for (const rows of [1, 2, 4, 8, 12, 16])
+    for (const threads of [64, 128, 256])
+      for (const chunkWords of [2, 4] as const) cases.push({ w: i4, M: 1, N: 263, K: 4096, limbs: true, tune: { limbs: { rows, threads, chunkWords, prefetch: rows === 4 } } });
+  cases.push({ w: i4, M: 1, N: 0, K: 4096, parts: [263, 263], limbs: true, tune: { limbs: { rows: 8, threads: 64, chunkWords: 2 } } });
   // gemvGated: every format, 1 and 4 rows, 16-byte and scalar x loads (K % 4 = 2), both activations, a bias
   for (const w of ws)
     for (const M of [1, 4]) {

@@ -20,6 +20,7 @@ import { dqState, quantPrelude } from './quantize';
 import { gemvSource, type GemvShape } from './gemv-codegen';
 import type { GateActivation } from '../llm/gated';
 import { quantRowsOnTensorCores } from './qmatmul-tc';
+import { LIMB_GROUP, limbWords, xLimbsAvailable } from './x-limbs';
 
 export { gemvSource, partBindings, type GemvShape } from './gemv-codegen';
 
@@ -72,6 +73,9 @@ export function gemvClass(M: number): GemvClass {
  *  faster than `one` (sixth session, call 6; `one` was faster at 4096^2 and above). */
 export const gemvTuning: Record<GemvClass, GemvSetting> & {
   float: Record<GemvClass, GemvSetting>;
+  /** The layout of the integer int4 GEMV (one row of X as int8 limbs, {@link gemvTakesLimbs}; chunks of 2 or 4
+   *  words), or null: never take limbs. */
+  limbs: GemvSetting | null;
   oneSmall?: { below: number; set: GemvSetting };
   manyFrom: number;
   maxThreads: number;
@@ -88,6 +92,7 @@ export const gemvTuning: Record<GemvClass, GemvSetting> & {
     few: { rows: 4, threads: 128, subgroupRows: false, chunkWords: 2 },
     many: { rows: 4, threads: 0, subgroupRows: false, prefetch: true },
   },
+  limbs: { rows: 4, threads: 128, subgroupRows: false, chunkWords: 2 },
   manyFrom: 5,
   maxThreads: 128,
   decode: 'mask',
@@ -97,7 +102,7 @@ export const gemvTuning: Record<GemvClass, GemvSetting> & {
 export function gemvTuningCopy(): typeof gemvTuning {
   const t = gemvTuning;
   const sets = (o: Record<GemvClass, GemvSetting>) => ({ one: { ...o.one }, few: { ...o.few }, many: { ...o.many } });
-  return { ...t, ...sets(t), float: sets(t.float), ...(t.oneSmall ? { oneSmall: { below: t.oneSmall.below, set: { ...t.oneSmall.set } } } : {}) };
+  return { ...t, ...sets(t), float: sets(t.float), limbs: t.limbs && { ...t.limbs }, ...(t.oneSmall ? { oneSmall: { below: t.oneSmall.below, set: { ...t.oneSmall.set } } } : {}) };
 }
 
 /** Set {@link gemvTuning} to `t` (a copy of it, as {@link gemvTuningCopy} returns). */
@@ -150,25 +155,26 @@ export interface GemvDispatch {
 }
 
 /** The layout, kernel shape and grid of a GEMV of N rows of `w` (all parts together) for M rows of x. */
-function shapeFor(ctx: Context, x: DeviceTensor, w: GemvWeight, N: number, M: number, hasBias: boolean, sDtype: DeviceTensor['dtype'], parts?: number): { o: GemvShape; nc: number; nwg: number; sgRows: boolean } {
+function shapeFor(ctx: Context, x: DeviceTensor, w: GemvWeight, N: number, M: number, hasBias: boolean, sDtype: DeviceTensor['dtype'], parts?: number, limbs = false): { o: GemvShape; nc: number; nwg: number; sgRows: boolean } {
   const { K, wpr, epw } = w;
   const floatW = typeof w.fmt === 'string';
   const cls = gemvClass(M);
   const small = !floatW && cls === 'one' && gemvTuning.oneSmall && N * K < gemvTuning.oneSmall.below;
-  const set = small ? gemvTuning.oneSmall!.set : (floatW ? gemvTuning.float : gemvTuning)[cls];
+  const set = limbs ? gemvTuning.limbs! : small ? gemvTuning.oneSmall!.set : (floatW ? gemvTuning.float : gemvTuning)[cls];
   let CW: number = set.chunkWords ?? 4;
   while (wpr % CW) CW /= 2;
+  if (limbs) CW = Math.max(CW, 2); // wpr is even (K % 16 == 0)
   if (epw === 1 && CW < 2) CW = 2; // f32 weights: a chunk is a vec2f at least (K is even here)
   const nc = wpr / CW;
   const R = Math.min(set.rows, N);
   const WG = gemvThreads(ctx, nc, set.threads);
   const NSG = Math.ceil(WG / ctx.info.subgroupSizes.min);
-  const xVec = x.dtype === 'f32' && K % 4 === 0;
+  const xVec = !limbs && x.dtype === 'f32' && K % 4 === 0;
   const unroll = gemvTuning.unroll ?? (!ctx.info.isSoftware || M * R <= 4);
   const preScale = M * R > 16 || !unroll;
   const { min: sgMin, max: sgMax } = ctx.info.subgroupSizes;
   const sgRows = set.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(w.dq ? { dq: true } : {}), ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(sDtype === 'f16' && !floatW && !w.dq ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}), ...(parts ? { parts } : {}) };
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(w.dq ? { dq: true } : {}), ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(sDtype === 'f16' && !floatW && !w.dq ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}), ...(parts ? { parts } : {}), ...(limbs ? { xLimbs: true } : {}) };
   const nwg = Math.ceil(N / (sgRows ? (R * WG) / sgMax : R));
   return { o, nc, nwg, sgRows };
 }
@@ -195,12 +201,13 @@ function gemvDef(name: string, o: GemvShape, sgRows: boolean, fmt: GemvWeight['f
 
 /** Plan one subgroup GEMV: `y = x w^T (+ bias)` for x [M, K] (M <= 16), w described by `w`; with `gate`, x is
  *  `act(x) * up` (see {@link gemvGated}). */
-function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number, gate?: GemvGate): GemvDispatch {
+function plan(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number, gate?: GemvGate, limbs?: DeviceTensor): GemvDispatch {
   const { N } = w;
   const floatW = typeof w.fmt === 'string';
   const s = w.scales ?? x;
   const b = bias ?? x;
-  const shape = shapeFor(ctx, x, w, N, M, !!bias, s.dtype);
+  if (limbs) x = limbs; // the limbs go in x's binding
+  const shape = shapeFor(ctx, x, w, N, M, !!bias, s.dtype, undefined, !!limbs);
   const { nc, nwg, sgRows } = shape;
   const o: GemvShape = gate ? { ...shape.o, gated: { act: gate.act, binding: w.dq ? 8 : 6 } } : shape.o;
   const key = `dequant-gemv-sg:${x.dtype}:${w.data.dtype}:${s.dtype}:${b.dtype}:${JSON.stringify(o)}`;
@@ -258,14 +265,15 @@ export interface GemvPartWeight extends GemvWeight {
 
 /** Plan one GEMV over 2 or 3 weights of one format and row length (see `gemv-parts.ts`): y holds part j's
  *  [M, N_j] result at element yo[j] (yo[0] = 0). */
-export function planParts(ctx: Context, x: DeviceTensor, ws: readonly GemvPartWeight[], y: DeviceTensor, yo: readonly number[], M: number): GemvDispatch {
+export function planParts(ctx: Context, x: DeviceTensor, ws: readonly GemvPartWeight[], y: DeviceTensor, yo: readonly number[], M: number, limbs?: DeviceTensor): GemvDispatch {
   const P = ws.length;
   const w0 = ws[0]!;
   const N = ws.reduce((n, w) => n + w.N, 0);
   const floatW = typeof w0.fmt === 'string';
   const hasBias = !!w0.bias;
   const sDtype = w0.scales?.dtype ?? x.dtype;
-  const { o, nc, sgRows } = shapeFor(ctx, x, { ...w0, N }, N, M, hasBias, sDtype, P);
+  if (limbs) x = limbs; // the limbs go in x's binding
+  const { o, nc, sgRows } = shapeFor(ctx, x, { ...w0, N }, N, M, hasBias, sDtype, P, !!limbs);
   // units of R rows (workgroups, or subgroups of main_rows), part by part
   const units = ws.map((w) => Math.ceil(w.N / o.R));
   const U1 = units[0]!;
@@ -299,14 +307,30 @@ export function planParts(ctx: Context, x: DeviceTensor, ws: readonly GemvPartWe
   return { kernel, buffers, workgroups, params: [w0.N, w0.K, w0.G, w0.nb, nc, workgroups[0], 1, ws[1]!.N, ws[2]?.N ?? 0, U1, U2, yo[1] ?? 0, yo[2] ?? 0] };
 }
 
-function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {
-  const d = plan(ctx, x, w, bias, y, M);
+function launch(ctx: Context, x: DeviceTensor, w: GemvWeight, bias: DeviceTensor | undefined, y: DeviceTensor, M: number, limbs?: DeviceTensor): void {
+  const d = plan(ctx, x, w, bias, y, M, undefined, limbs);
   ctx.dispatch(d.kernel, d.buffers, d.workgroups, d.params);
 }
 
-/** The dispatch {@link quantGemvSg} would encode (benchmarks). */
-export function quantGemvDispatch(ctx: Context, x: DeviceTensor, q: QuantTensor, y: DeviceTensor): GemvDispatch {
-  return plan(ctx, x, quantWeight(q), undefined, y, rowsOf(x));
+/** The dispatch {@link quantGemvSg} would encode (benchmarks); with `limbs` (X's limbs, where
+ *  {@link gemvTakesLimbs}), the integer int4 GEMV. */
+export function quantGemvDispatch(ctx: Context, x: DeviceTensor, q: QuantTensor, y: DeviceTensor, limbs?: DeviceTensor): GemvDispatch {
+  return plan(ctx, x, quantWeight(q), undefined, y, rowsOf(x), undefined, limbs);
+}
+
+/**
+ * Whether the subgroup GEMV multiplies M rows of X by `q` on X's int8 limbs (`xLimbs`, `rmsNorm`'s `limbs`) when
+ * given them: one row, int4 codes, K a multiple of 16, `packed_4x8_integer_dot_product`, and a
+ * `gemvTuning.limbs` layout. The result is that of the float GEMV up to X's rounding to its limbs (24 bits
+ * relative to each group of 16's largest element) and f32 rounding.
+ */
+export function gemvTakesLimbs(ctx: Context, q: QuantTensor, M: number): boolean {
+  return M === 1 && q.spec.format === 'int4' && q.layout.K % LIMB_GROUP === 0 && !!gemvTuning.limbs && gemvSubgroupsAvailable(ctx) && xLimbsAvailable(ctx) && !quantRowsOnTensorCores(ctx, M);
+}
+
+/** Check X's limbs against the K of a weight (one row). */
+export function checkLimbs(limbs: DeviceTensor, K: number, op: string): void {
+  if (limbs.dtype !== 'u32' || numel(limbs.shape) !== limbWords(K)) throw new ShapeError(`${op}: xLimbs ${fmtShape(limbs.shape)} (${limbs.dtype}) are not one row of ${K} elements as limbs (u32 [${limbWords(K)}])`);
 }
 
 /** The dispatch {@link gemv16} would encode for a float weight with even K on an adapter with subgroups. */
@@ -332,8 +356,8 @@ export function quantWeight(q: QuantTensor): GemvWeight {
 
 /** The subgroup GEMV of a quantized weight (double-quantized scales decoded where they are read). Used by
  *  `quantLinear`; x [M, K] with M <= 16, y f32 [M, N]. */
-export function quantGemvSg(ctx: Context, x: DeviceTensor, q: QuantTensor, bias: DeviceTensor | undefined, y: DeviceTensor, M: number): void {
-  launch(ctx, x, quantWeight(q), bias, y, M);
+export function quantGemvSg(ctx: Context, x: DeviceTensor, q: QuantTensor, bias: DeviceTensor | undefined, y: DeviceTensor, M: number, limbs?: DeviceTensor): void {
+  launch(ctx, x, quantWeight(q), bias, y, M, limbs);
 }
 
 /** Options of {@link gemv16}. */

@@ -8,7 +8,7 @@ import { assertFloat, checkBinding, checkOut, fmtShape } from '../core/util';
 import { FMT_ID, type QuantTensor } from './formats';
 import { matmul } from '../core/matmul';
 import { dequantize, describeQuant, quantPrelude, quantScales } from './quantize';
-import { gemvSubgroupsAvailable, quantGemvSg } from './gemv';
+import { checkLimbs, gemvSubgroupsAvailable, gemvTakesLimbs, quantGemvSg } from './gemv';
 import { qtcPlan, quantLinearTc, quantRowsOnTensorCores } from './qmatmul-tc';
 
 /**
@@ -42,6 +42,9 @@ export interface QuantLinearOptions {
   bias?: DeviceTensor;
   /** Write into this f32 tensor of the result's shape. */
   out?: DeviceTensor;
+  /** x as int8 limbs (`xLimbs`, or `rmsNorm`'s `limbs`): the subgroup GEMV multiplies on them where it takes
+   *  them (`gemvTakesLimbs`: one row, int4), and reads x elsewhere. */
+  xLimbs?: DeviceTensor;
   variant?: QuantMatmulVariant;
 }
 
@@ -88,7 +91,9 @@ export function quantLinear(ctx: Context, x: DeviceTensor, w: QuantTensor, opts:
     return y;
   }
   if (variant === 'gemv' && quantTuning.gemv === 'auto' && gemvSubgroupsAvailable(ctx)) {
-    quantGemvSg(ctx, x, w, opts.bias, y, M); // double-quantized scales decoded in the kernel
+    const limbs = opts.xLimbs && gemvTakesLimbs(ctx, w, M) ? opts.xLimbs : undefined;
+    if (limbs) checkLimbs(limbs, K, 'quantLinear');
+    quantGemvSg(ctx, x, w, opts.bias, y, M, limbs); // double-quantized scales decoded in the kernel
     return y;
   }
   const { scales, owned } = quantScales(ctx, w);
