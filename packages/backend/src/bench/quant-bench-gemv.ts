@@ -298,7 +298,13 @@ export async function gemvBench(ctx: Context, out: Record<string, unknown>): Pro
         gemvTuning.probe = probe;
         probes.push({ N, K, ...(layout ? { layout } : {}), probe: probe ?? 'none', us: (await timeRotated(ctx, q, 1, K, N)).t * 1e6 });
       }
-      if (gemvTakesLimbs(ctx, q.qs[0]!, 1)) probes.push({ N, K, ...(layout ? { layout } : {}), probe: 'limbs', us: (await timeRotated(ctx, q, 1, K, N, true)).t * 1e6 });
+      const decode = gemvTuning.limbsDecode;
+      for (const d of ['offset', 'signed'] as const)
+        if (gemvTakesLimbs(ctx, q.qs[0]!, 1)) {
+          gemvTuning.limbsDecode = d;
+          probes.push({ N, K, ...(layout ? { layout } : {}), probe: `limbs ${d}`, us: (await timeRotated(ctx, q, 1, K, N, true)).t * 1e6 });
+        }
+      gemvTuning.limbsDecode = decode;
     }
     gemvTuning.one = one;
     gemvTuning.limbs = limbsSet;

@@ -37,7 +37,7 @@ export interface RmsNormOptions {
   rstdOut?: DeviceTensor;
   /** ({@link addRmsNorm}) f32 tensor of x's shape for the sum x + residual. */
   sumOut?: DeviceTensor;
-  /** Also write y as int8 limbs (`limbs` of the result, u32 [rows, 13 D / 16]; layout in ops/quant/x-limbs.ts),
+  /** Also write y as int8 limbs (`limbs` of the result, u32 [rows, 7 D / 8]; layout in ops/quant/x-limbs.ts),
    *  the input of the integer int4 GEMV, in the same dispatch. D must be a multiple of 16 and the adapter must
    *  have `packed_4x8_integer_dot_product` (`xLimbsAvailable`). */
   limbs?: boolean;
@@ -49,7 +49,7 @@ export interface RmsNormResult {
   y: DeviceTensor;
   /** f32 [rows] (rows = numel(x) / D): 1 / sqrt(mean(x^2) + eps). */
   rstd: DeviceTensor;
-  /** With {@link RmsNormOptions.limbs}: y as int8 limbs, u32 [rows, 13 D / 16]. */
+  /** With {@link RmsNormOptions.limbs}: y as int8 limbs, u32 [rows, 7 D / 8]. */
   limbs?: DeviceTensor;
 }
 
@@ -109,10 +109,17 @@ function forward(
   const { wg, nv } = rowShape(ctx, d / vec, 'rmsnorm');
   const red = reduceCode(ctx);
   const key = `rmsnorm:${r ? 'add' : 'plain'}:wg${wg}:nv${nv}:v${vec}:${red.tag}:${x.dtype}${r ? r.dtype : ''}${w.dtype}${limbs ? ':limbs' : ''}`;
-  // limbs: once y is written, each thread turns groups t, t + WG, ... of the row into limbs (read back from y)
-  const limbsCode = limbs
-    ? 'storageBarrier();\n  for (var g = t; g < p.D / 16u; g += WG) { write_limbs(base, row * (13u * p.D / 16u), g, p.D); }'
-    : '';
+  // thread t turns units t, t + WG, ... of the row into limbs (read back from y; every thread in every round, for
+  // the quad operations); where the row is held in registers (nv > 0) the rounds are a constant count, and all
+  // their loads come before the first store
+  const rounds = Math.ceil((Math.max(nv, 1) * vec) / 4);
+  const limbsCode = !limbs
+    ? ''
+    : nv > 0
+      ? `storageBarrier();\n  var lv: array<vec4f, ${rounds}>;\n` +
+        `  for (var r = 0u; r < ${rounds}u; r++) { let i = r * WG + t; lv[r] = load_limbs(base, i, i < p.D / 4u); }\n` +
+        `  for (var r = 0u; r < ${rounds}u; r++) { let i = r * WG + t; store_limbs(lv[r], row, i, p.D, i < p.D / 4u); }`
+      : 'storageBarrier();\n  for (var u0 = 0u; u0 < p.D / 4u; u0 += WG) { write_limbs(base, row, u0 + t, p.D, u0 + t < p.D / 4u); }';
   const k = llmKernel(ctx, key, () => {
     const reads: [string, DType | 'rw'][] = [['x', x.dtype], ['w', w.dtype]];
     if (r) reads.push(['r', r.dtype], ['s', 'rw']);
@@ -130,7 +137,7 @@ function forward(
         helpers +
         rmsnormWgsl.replace('//@limbs', limbsCode) +
         (limbs ? 'fn limb_src(e: u32) -> f32 { return y[e]; }\n' + xLimbsWriteCode : ''),
-      enables: red.enables,
+      enables: limbs ? [...new Set([...red.enables, 'subgroups'])] : red.enables,
       bindings: [
         { name: 'x', access: 'read', dtype: x.dtype },
         ...(r ? [{ name: 'r', access: 'read' as const, dtype: r.dtype }] : []),

@@ -193,29 +193,41 @@ function loadCode(R: number, CW: number, hasScale: boolean, G = 0, prefetch = fa
 }
 
 /**
- * The //@fast code of the integer int4 GEMV (`xLimbs`: one row of X as int8 limbs, ops/quant/x-limbs.ts): each
- * word of codes becomes two words of signed bytes 16 (u - 8) with three integer ops (high nibbles, the even
- * elements: XOR 0x88, AND 0xF0; the low ones shifted up first), multiplied by X's limbs with `dot4I8Packed`. Per
- * group of 16 elements (two words) and row, the three limb sums (|sum| <= 16 * 128 * 128) are combined as
- * (sa 2^8 + sb) 2^8 + sc in f32 and scaled by the row's block scale times the group's scale / 16.
+ * The //@fast code of the integer int4 GEMV (`xLimbs`: one row of X as int8 limbs, ops/quant/x-limbs.ts): the
+ * codes u of each word are multiplied by X's limbs with `dot4I8Packed`, as bytes of two words (the even elements,
+ * high nibbles, and the odd ones), and per group of 16 elements (two words) and row the three limb sums
+ * (sa 2^8 + sb) 2^8 + sc are combined in f32 and scaled by the row's block scale times the group's step. Two ways
+ * to the codes' offset 8 (`gemvTuning.limbsDecode`): `offset`, the codes as they are (0..15: an AND, and a shift
+ * for the high nibbles) and 8 (q_0 + ... + q_15), stored with the limbs, subtracted from the combined sum;
+ * `signed`, each word turned into signed bytes 16 (u - 8) (XOR 0x88, AND 0xF0; the low nibbles shifted up first)
+ * and the sum scaled by 1/16.
  */
 function limbsCode(o: GemvShape): string {
   if (o.MR !== 1 || o.fmt !== FMT_ID.int4 || o.CW % 2 || o.gated) throw new Error('gemv xLimbs: one row of X, int4 weights, chunks of 2 or 4 words');
   const { R, CW } = o;
+  const signed = o.xLimbs === 'signed';
   const acc = (r: number) => (o.unroll ? `a_${r}_0` : `a[${r}u]`);
   const word = (r: number, j: number) => `w_${r}[${j}]`;
   const lw = (i: number) => `L${i >> 2}[${i & 3}]`;
   const nv = (6 * CW) / 4;
   const out = ['let lb = (k0 * 3u / 4u) >> 2u;', ...[...Array(nv).keys()].map((v) => `let L${v} = xl4[lb + ${v}u];`)];
-  for (let g = 0; g < CW / 2; g++) out.push(`let xs_${g} = bitcast<f32>(xw(3u * p.K / 4u + k0 / 16u + ${g}u)) * 0.0625;`);
+  for (let g = 0; g < CW / 2; g++) {
+    out.push(`let xs_${g} = bitcast<f32>(xw(3u * p.K / 4u + k0 / 16u + ${g}u))${signed ? ' * 0.0625' : ''};`);
+    if (!signed) out.push(`let xq_${g} = bitcast<f32>(xw(3u * p.K / 4u + p.K / 16u + k0 / 16u + ${g}u));`);
+  }
   for (let r = 0; r < R; r++) {
     for (let j = 0; j < CW; j++)
-      out.push(`let h_${r}_${j} = (${word(r, j)} ^ 0x88888888u) & 0xF0F0F0F0u; let l_${r}_${j} = ((${word(r, j)} << 4u) ^ 0x88888888u) & 0xF0F0F0F0u;`);
+      out.push(
+        signed
+          ? `let h_${r}_${j} = (${word(r, j)} ^ 0x88888888u) & 0xF0F0F0F0u; let l_${r}_${j} = ((${word(r, j)} << 4u) ^ 0x88888888u) & 0xF0F0F0F0u;`
+          : `let h_${r}_${j} = (${word(r, j)} >> 4u) & 0x0F0F0F0Fu; let l_${r}_${j} = ${word(r, j)} & 0x0F0F0F0Fu;`,
+      );
     for (let g = 0; g < CW / 2; g++) {
       const sum = (limb: number) =>
         [2 * g, 2 * g + 1].map((j) => `dot4I8Packed(h_${r}_${j}, ${lw(6 * j + 2 * limb)}) + dot4I8Packed(l_${r}_${j}, ${lw(6 * j + 2 * limb + 1)})`).join(' + ');
       out.push(`{ let sa = ${sum(0)}; let sb = ${sum(1)}; let sc = ${sum(2)};`);
-      out.push(`  ${acc(r)} = fma(f32(sa * 256i + sb) * 256.0 + f32(sc), s_${r} * xs_${g}, ${acc(r)}); }`);
+      const comb = `f32(sa * 256i + sb) * 256.0 + f32(sc)${signed ? '' : ` - xq_${g}`}`;
+      out.push(`  ${acc(r)} = fma(${comb}, s_${r} * xs_${g}, ${acc(r)}); }`);
     }
   }
   return out.join('\n      ');
@@ -312,8 +324,8 @@ export interface GemvShape {
   /** Benchmarks only: leave a stage out (see `gemvTuning.probe`). */
   probe?: 'no-x' | 'no-deq' | 'no-scale' | 'w-only';
   /** X is one row of int8 limbs (ops/quant/x-limbs.ts) on x's binding, multiplied by int4 codes with
-   *  `dot4I8Packed` (chunks of 2 or 4 words). */
-  xLimbs?: boolean;
+   *  `dot4I8Packed` (chunks of 2 or 4 words), the codes' offset taken out one way or the other (see limbsCode). */
+  xLimbs?: 'offset' | 'signed';
   /** How int4 / int8 codes are decoded (see `gemvTuning.decode`; unset: `'shift'`). */
   decode?: 'mask' | 'shift';
   /** Several weights in one dispatch (2 or 3; unset: one), see `gemvParts`. */

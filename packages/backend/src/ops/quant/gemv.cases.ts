@@ -11,7 +11,9 @@ import { randn, relErr } from '../../testing';
 import { quantSpec, type QuantSpec } from './formats';
 import { geluTanhGate, swiglu, type GateActivation } from '../llm/gated';
 import { gemv16, gemvGated, gemvTakesLimbs, gemvTuning, gemvTuningCopy, setGemvTuning, type GemvClass, type GemvSetting } from './gemv';
-import { decodeLimbs, xLimbs } from './x-limbs';
+import { decodeLimbs, limbsRef, xLimbs } from './x-limbs';
+import { rmsNorm } from '../llm/rmsnorm';
+import { copy } from '../core/transpose';
 import { quantLinear } from './qmatmul';
 import { dequantizeRef } from './quant.ref';
 import { quantize, releaseQuant } from './quantize';
@@ -32,9 +34,10 @@ export interface GemvCase {
   /** Run `gemvGated` (x = act(gate) * up) against the activation kernel and the same GEMV apart: the error is
    *  their difference (0 where they agree bit for bit). */
   gated?: GateActivation;
-  /** Multiply on x's int8 limbs (`xLimbs`; one row, int4): against float64 of the values the limbs hold, with x
-   *  itself poisoned (NaN) before the GEMV runs, so that a kernel reading x instead fails. */
-  limbs?: boolean;
+  /** Multiply on x's int8 limbs (`xLimbs`, or with 'norm' those `rmsNorm` writes of x, the GEMV's x then the norm's
+   *  output; one row, int4): against float64 of the values the limbs hold, with x itself poisoned (NaN) before the
+   *  GEMV runs, so that a kernel reading x instead fails. The limbs must be the host's (`limbsRef`) bit for bit. */
+  limbs?: boolean | 'norm';
 }
 
 /** A change of {@link gemvTuning} for one case: `few` applies to the classes `one` and `few` (every M below
@@ -46,6 +49,7 @@ export interface GemvTune {
   decode?: 'mask' | 'shift';
   /** A change of `gemvTuning.limbs` (the integer int4 GEMV's layout). */
   limbs?: Partial<GemvSetting>;
+  limbsDecode?: 'offset' | 'signed';
 }
 
 /** Run f with `tune` applied to {@link gemvTuning}, restored after. */
@@ -56,6 +60,7 @@ export async function withGemvTune<T>(tune: GemvTune | undefined, f: () => Promi
   if (tune?.unroll !== undefined) gemvTuning.unroll = tune.unroll;
   if (tune?.decode) gemvTuning.decode = tune.decode;
   if (tune?.limbs) gemvTuning.limbs = { ...gemvTuning.limbs!, ...tune.limbs };
+  if (tune?.limbsDecode) gemvTuning.limbsDecode = tune.limbsDecode;
   try {
     return await f();
   } finally {
@@ -119,13 +124,23 @@ export async function runGemvCase(ctx: Context, c: GemvCase): Promise<number> {
 }
 
 /** x's values in float64: as stored, or with `c.limbs` those its limbs hold (then x is poisoned, and the limbs
- *  returned). */
+ *  returned; with 'norm', x is first replaced by its RMSNorm, whose dispatch writes the limbs). */
 async function limbsOf(ctx: Context, c: GemvCase, xt: DeviceTensor): Promise<{ x: Float64Array; xl?: DeviceTensor }> {
   if (!c.limbs) return { x: Float64Array.from(await download(ctx, xt)) };
-  const xl = xLimbs(ctx, xt);
-  const x = decodeLimbs((await download(ctx, xl)) as Uint32Array, c.K);
+  let xl: DeviceTensor;
+  if (c.limbs === 'norm') {
+    const w = upload(ctx, randn(c.K, 17), [c.K]);
+    const r = rmsNorm(ctx, xt, w, { limbs: true });
+    copy(ctx, r.y, { out: xt });
+    release(ctx, w, r.y, r.rstd);
+    xl = r.limbs!;
+  } else xl = xLimbs(ctx, xt);
+  const words = (await download(ctx, xl)) as Uint32Array;
+  const want = limbsRef(await download(ctx, xt), c.K);
+  const bad = want.findIndex((v, i) => v !== words[i]);
+  if (bad >= 0) throw new Error(`limbs word ${bad}: ${words[bad]} where the host writes ${want[bad]}`);
   poison(ctx, xt);
-  return { x, xl };
+  return { x: decodeLimbs(words, c.K), xl };
 }
 
 /** gemvGated against the activation kernel and the GEMV apart (quantLinear's gemv variant or gemv16). */
@@ -254,6 +269,11 @@ export function gemvGpuCases(): GemvCase[] {
     for (const threads of [64, 128, 256])
       for (const chunkWords of [2, 4] as const) cases.push({ w: i4, M: 1, N: 263, K: 4096, limbs: true, tune: { limbs: { rows, threads, chunkWords, prefetch: rows === 4 } } });
   cases.push({ w: i4, M: 1, N: 0, K: 4096, parts: [263, 263], limbs: true, tune: { limbs: { rows: 8, threads: 64, chunkWords: 2 } } });
+  // limbs written by the RMSNorm (rows of 4096 as in a 7B model, and odd lengths), alone and for parts
+  for (const K of [4096, 1008, 5120]) cases.push({ w: i4, M: 1, N: 301, K, limbs: 'norm' }, { w: i4, M: 1, N: 0, K, parts: [301, 77], limbs: 'norm' });
+  // the other way to the codes' offset (gemvTuning.limbsDecode 'signed')
+  for (const chunkWords of [2, 4] as const) cases.push({ w: i4, M: 1, N: 263, K: 4096, limbs: true, tune: { limbs: { rows: 4, threads: 128, chunkWords }, limbsDecode: 'signed' } });
+  cases.push({ w: quantSpec('int4', 32), M: 1, N: 0, K: 1008, parts: [301, 77, 77], bias: true, limbs: true, tune: { limbsDecode: 'signed' } });
   // gemvGated: every format, 1 and 4 rows, 16-byte and scalar x loads (K % 4 = 2), both activations, a bias
   for (const w of ws)
     for (const M of [1, 4]) {

@@ -76,6 +76,8 @@ export const gemvTuning: Record<GemvClass, GemvSetting> & {
   /** The layout of the integer int4 GEMV (one row of X as int8 limbs, {@link gemvTakesLimbs}; chunks of 2 or 4
    *  words), or null: never take limbs. */
   limbs: GemvSetting | null;
+  /** How the integer int4 GEMV takes out the codes' offset 8 (see gemv-codegen.ts `limbsCode`). */
+  limbsDecode: 'offset' | 'signed';
   oneSmall?: { below: number; set: GemvSetting };
   manyFrom: number;
   maxThreads: number;
@@ -93,6 +95,7 @@ export const gemvTuning: Record<GemvClass, GemvSetting> & {
     many: { rows: 4, threads: 0, subgroupRows: false, prefetch: true },
   },
   limbs: { rows: 4, threads: 128, subgroupRows: false, chunkWords: 2 },
+  limbsDecode: 'offset',
   manyFrom: 5,
   maxThreads: 128,
   decode: 'mask',
@@ -174,7 +177,7 @@ function shapeFor(ctx: Context, x: DeviceTensor, w: GemvWeight, N: number, M: nu
   const preScale = M * R > 16 || !unroll;
   const { min: sgMin, max: sgMax } = ctx.info.subgroupSizes;
   const sgRows = set.subgroupRows && sgMin === sgMax && WG % sgMax === 0;
-  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(w.dq ? { dq: true } : {}), ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(sDtype === 'f16' && !floatW && !w.dq ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}), ...(parts ? { parts } : {}), ...(limbs ? { xLimbs: true } : {}) };
+  const o: GemvShape = { MR: M, R, WG, NSG, CW, epw, fmt: w.fmt, ...(w.dq ? { dq: true } : {}), ...(!floatW && w.nb > 1 ? { G: w.G } : {}), xVec, hasBias, preScale, unroll, ...(sgRows ? { sgRows: sgMax } : {}), ...(set.prefetch ? { prefetch: true } : {}), ...(sDtype === 'f16' && !floatW && !w.dq ? { f16Scales: true } : {}), ...(gemvTuning.probe ? { probe: gemvTuning.probe } : {}), ...(!floatW && gemvTuning.decode === 'mask' ? { decode: 'mask' as const } : {}), ...(parts ? { parts } : {}), ...(limbs ? { xLimbs: gemvTuning.limbsDecode } : {}) };
   const nwg = Math.ceil(N / (sgRows ? (R * WG) / sgMax : R));
   return { o, nc, nwg, sgRows };
 }

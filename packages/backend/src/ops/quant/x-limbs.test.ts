@@ -20,7 +20,7 @@ const has = () => xLimbsAvailable(ctx);
 /** Rows with the groups that matter: a zero group, one large element among small ones, negative extremes,
  *  exact powers of two (where the step changes) and elements at QMAX's edge. */
 function hostileRows(rows: number, K: number): Float32Array {
-  const x = toF32(randn(rows * K, 11, 3));
+  const x = Float32Array.from(randn(rows * K, 11, 3));
   x.fill(0, 16, 32); // group 1 of row 0: zeros
   x[32] = 1e4; // group 2: one large element, the others ~3
   for (let i = 48; i < 64; i++) x[i] = -(2 ** (i - 52)); // group 3: powers of two, negative
@@ -76,10 +76,10 @@ describe('xLimbs', () => {
 });
 
 describe('rmsNorm with limbs', () => {
-  for (const residual of [false, true])
-    it.runIf(has())(`${residual ? 'addRmsNorm' : 'rmsNorm'}: y is the plain kernel's bit for bit, its limbs those xLimbs writes of y`, async () => {
+  // D 96: the row in registers; 65552: longer than the registers hold (read twice, the limbs' rounds a loop)
+  for (const [residual, D] of [[false, 96], [true, 96], [false, 65552]] as const)
+    it.runIf(has())(`${residual ? 'addRmsNorm' : 'rmsNorm'}, rows of ${D}: y is the plain kernel's bit for bit, its limbs those xLimbs writes of y`, async () => {
       const rows = 2;
-      const D = 96;
       const x = upload(ctx, toF32(randn(rows * D, 3, 2)), [rows, D]);
       const r = upload(ctx, toF32(randn(rows * D, 4)), [rows, D]);
       const w = upload(ctx, toF32(randn(D, 5)), [D], 'bf16');
@@ -106,6 +106,12 @@ describe('the integer int4 GEMV on limbs', () => {
     { w: quantSpec('int4', 128), M: 1, N: 21, K: 512, limbs: true, tune: { limbs: { rows: 2, threads: 32, chunkWords: 4, prefetch: true }, unroll: true } },
     { w: quantSpec('int4', 64), M: 1, N: 0, K: 256, parts: [37, 9, 9], bias: true, limbs: true },
     { w: quantSpec('int4', 64), M: 1, N: 0, K: 128, parts: [21, 21], limbs: true, tune: { unroll: true } },
+    // limbs the RMSNorm writes
+    { w: quantSpec('int4', 64), M: 1, N: 21, K: 272, limbs: 'norm' },
+    { w: quantSpec('int4', 32), M: 1, N: 0, K: 96, parts: [9, 13], limbs: 'norm', bias: true },
+    // the codes as signed bytes 16 (u - 8) instead of their offset subtracted
+    { w: quantSpec('int4', 64), M: 1, N: 37, K: 256, limbs: true, tune: { limbsDecode: 'signed' } },
+    { w: quantSpec('int4', 32), M: 1, N: 0, K: 1008, parts: [9, 5], limbs: true, tune: { limbsDecode: 'signed', limbs: { chunkWords: 4 }, unroll: true } },
   ];
   for (const c of cases)
     it.runIf(hasGemv())(gemvCaseName(c), async () => {

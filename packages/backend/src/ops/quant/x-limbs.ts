@@ -4,12 +4,13 @@
  * seventh session found the one-row int4 GEMV bound by them, docs/PERFORMANCE.md).
  *
  * Layout (owned here; written by `shaders/x-limbs-write.wgsl`): a row of K elements (K a multiple of 16) is
- * 13 K / 16 u32 words. Each group of 16 elements with largest magnitude m is a 24-bit fixed-point image with a
+ * 7 K / 8 u32 words. Each group of 16 elements with largest magnitude m is a 24-bit fixed-point image with a
  * power-of-two step 2^e, e the least exponent with m 2^-e <= QM = 127 (2^16 + 2^8 + 1): q_e = round(x_e 2^-e),
  * split into balanced signed bytes q = a 2^16 + b 2^8 + c. Words 12 g .. 12 g + 11 hold group g's limbs: for the
  * elements 8 j .. 8 j + 7 (j = 0, 1) and limb L (a, b, c = 0, 1, 2), word 6 j + 2 L the even elements and word
  * 6 j + 2 L + 1 the odd ones, one per byte (the even / odd split of an int4 word's high / low nibbles). Word
- * 3 K / 4 + g is the group's step 2^e (f32 bits). x_e = q_e 2^e to within m 2^-23: as close as f32 comes for the
+ * 3 K / 4 + g is the group's step 2^e (f32 bits), word 3 K / 4 + K / 16 + g is 8 (q_0 + ... + q_15) (f32 bits; the
+ * sum exact, rounded once: what the GEMV subtracts for the codes' offset 8). x_e = q_e 2^e to within m 2^-23: as close as f32 comes for the
  * group's largest elements; smaller ones keep their error relative to m. No division is involved, so the words
  * are the same on every GPU ({@link limbsRef} computes them on the host).
  */
@@ -27,19 +28,19 @@ export const LIMB_GROUP = 16;
 export const LIMB_QMAX = 127 * (65536 + 256 + 1);
 
 /** u32 words of one row of K elements as limbs. */
-export const limbWords = (K: number): number => (13 * K) / 16;
+export const limbWords = (K: number): number => (7 * K) / 8;
 
 /** Whether this context's WGSL has `dot4I8Packed` and `pack4xI8` (the language feature
- *  `packed_4x8_integer_dot_product`). */
+ *  `packed_4x8_integer_dot_product`) and subgroups (the writer's quad operations). */
 export function xLimbsAvailable(ctx: Context): boolean {
-  return !!ctx.info.wgslFeatures?.includes('packed_4x8_integer_dot_product');
+  return !!ctx.info.wgslFeatures?.includes('packed_4x8_integer_dot_product') && ctx.info.features.subgroups;
 }
 
 /** The WGSL of `shaders/x-limbs-write.wgsl` (the writer's `write_limbs`), for kernels that write limbs. */
 export const xLimbsWriteCode = xLimbsWriteWgsl;
 
 /**
- * X [..., K] (f32, K a multiple of 16) as int8 limbs: u32 [..., 13 K / 16] in the layout above. A kernel of its
+ * X [..., K] (f32, K a multiple of 16) as int8 limbs: u32 [..., 7 K / 8] in the layout above. A kernel of its
  * own; `rmsNorm(..., { limbs: true })` writes them in the norm's dispatch.
  */
 export function xLimbs(ctx: Context, x: DeviceTensor, opts: { out?: DeviceTensor } = {}): DeviceTensor {
@@ -55,13 +56,14 @@ export function xLimbs(ctx: Context, x: DeviceTensor, opts: { out?: DeviceTensor
   const k = cachedKernel(ctx, 'x-limbs', () => ({
     name: 'x-limbs',
     code: xLimbsWgsl + xLimbsWriteWgsl,
+    enables: ['subgroups'],
     bindings: [
       { name: 'x', access: 'read', dtype: 'f32' },
       { name: 'xl', access: 'rw', dtype: 'u32' },
     ],
     params: ['u32:rows', 'u32:K', 'u32:row'],
   }));
-  const { wg, row } = grid1d((rows * K) / LIMB_GROUP, 64);
+  const { wg, row } = grid1d((rows * K) / 4, 64);
   ctx.dispatch(k, [x.buffer, y.buffer], wg, [rows, K, row]);
   return y;
 }
@@ -86,8 +88,10 @@ export function limbsRef(x: ArrayLike<number>, K: number): Uint32Array {
       let e = m === 0 ? -23 : ((u[0]! >>> 23) & 255) - 126 - 23; // frexp's exponent - 23
       if (m * 2 ** -e > LIMB_QMAX) e += 1;
       const bytes = [0, 0, 0].map(() => new Array<number>(16));
+      let qs = 0;
       for (let i = 0; i < 16; i++) {
         const q = round(v[i]! * 2 ** -e);
+        qs += q;
         const c = ((q + 128) & 255) - 128;
         const q1 = (q - c) / 256;
         const b = ((q1 + 128) & 255) - 128;
@@ -104,6 +108,8 @@ export function limbsRef(x: ArrayLike<number>, K: number): Uint32Array {
           }
       f[0] = 2 ** e;
       out[r * W + (3 * K) / 4 + g] = u[0]!;
+      f[0] = 8 * qs;
+      out[r * W + (3 * K) / 4 + K / 16 + g] = u[0]!;
     }
   return out;
 }
