@@ -154,8 +154,8 @@ export class RMSNorm extends Module {
   /**
    * Where no gradient is recorded (a decoding step): [rmsnorm(x), its int8 limbs] (`rmsNorm`'s `limbs`, the input
    * of the integer int4 GEMV), or with `residual`, [rmsnorm(x + residual), its limbs, x + residual]; the norm's
-   * values are {@link forward}'s / {@link forwardResidual}'s, bit for bit. x f32 with a last dimension that is a
-   * multiple of 16.
+   * values are {@link forward}'s / {@link forwardResidual}'s to f32 rounding (the sum of squares is added on more
+   * threads), the sum bit for bit. x f32 with a last dimension that is a multiple of 16.
    */
   forwardLimbs(x: Tensor, residual?: Tensor): [Tensor, Tensor, Tensor?] {
     if (isGradEnabled()) throw new ConfigError('RMSNorm.forwardLimbs: only where no gradient is recorded');

@@ -299,6 +299,7 @@ export async function gemvBench(ctx: Context, out: Record<string, unknown>): Pro
         probes.push({ N, K, ...(layout ? { layout } : {}), probe: probe ?? 'none', us: (await timeRotated(ctx, q, 1, K, N)).t * 1e6 });
       }
       const decode = gemvTuning.limbsDecode;
+      gemvTuning.probe = undefined; // (the probes' last would leave a stage out of the limbs kernel too)
       for (const d of ['offset', 'signed'] as const)
         if (gemvTakesLimbs(ctx, q.qs[0]!, 1)) {
           gemvTuning.limbsDecode = d;

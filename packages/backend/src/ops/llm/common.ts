@@ -30,6 +30,8 @@ export function pow2ceil(n: number): number {
  *  an H200 (bench/llm-bench.ts): row kernels with a 32k row do best at 512 threads x up to 64 values. */
 const SHAPES: Record<string, { target: number; max: number; wg: number; swg: number }> = {
   rmsnorm: { target: 16, max: 32, wg: 1024, swg: 1024 },
+  // with int8 limbs (a decoding step's one row): more threads, so that each turns fewer units into limbs
+  rmsnorm_limbs: { target: 4, max: 32, wg: 1024, swg: 1024 },
   rmsnorm_bwd: { target: 8, max: 16, wg: 1024, swg: 1024 },
   ce: { target: 16, max: 64, wg: 512, swg: 512 },
   emb_bwd: { target: 8, max: 16, wg: 1024, swg: 1024 },

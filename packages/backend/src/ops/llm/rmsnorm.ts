@@ -38,8 +38,10 @@ export interface RmsNormOptions {
   /** ({@link addRmsNorm}) f32 tensor of x's shape for the sum x + residual. */
   sumOut?: DeviceTensor;
   /** Also write y as int8 limbs (`limbs` of the result, u32 [rows, 7 D / 8]; layout in ops/quant/x-limbs.ts),
-   *  the input of the integer int4 GEMV, in the same dispatch. D must be a multiple of 16 and the adapter must
-   *  have `packed_4x8_integer_dot_product` (`xLimbsAvailable`). */
+   *  the input of the integer int4 GEMV, in the same dispatch, on more threads per row (a one-row decoding step's
+   *  norm: 4 values per thread, which measured faster on an H100 than the 16 of the plain norm, so y is the plain
+   *  norm's to f32 rounding). D must be a multiple of 16 and the adapter must have `packed_4x8_integer_dot_product`
+   *  and subgroups (`xLimbsAvailable`). */
   limbs?: boolean;
 }
 
@@ -106,7 +108,7 @@ function forward(
   if (limbs) parts.push([limbs, limbWords(d) * 4, 'limbs']);
   const plan = rowChunks(ctx, op, rows, parts);
   const vec = vecFor(d, r ? [x.dtype, r.dtype, w.dtype] : [x.dtype, w.dtype]);
-  const { wg, nv } = rowShape(ctx, d / vec, 'rmsnorm');
+  const { wg, nv } = rowShape(ctx, d / vec, opts.limbs ? 'rmsnorm_limbs' : 'rmsnorm');
   const red = reduceCode(ctx);
   const key = `rmsnorm:${r ? 'add' : 'plain'}:wg${wg}:nv${nv}:v${vec}:${red.tag}:${x.dtype}${r ? r.dtype : ''}${w.dtype}${limbs ? ':limbs' : ''}`;
   // thread t turns units t, t + WG, ... of the row into limbs (read back from y; every thread in every round, for
