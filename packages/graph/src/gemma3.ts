@@ -18,6 +18,7 @@ import {
   type ModelConfig,
 } from './config';
 import { RMSNorm, type InitOptions } from './layers';
+import { limbsWanted } from './fused-projections';
 import { GatedMLP } from './mlp';
 import { Module } from './module';
 
@@ -137,7 +138,17 @@ export class Gemma3DecoderLayer extends Module implements DecoderLayer {
 
   forward(h: Tensor, invFreq: Tensor, cache?: CacheSlot): Tensor {
     return tidy(() => {
-      const a = this.postAttentionLayernorm.forward(this.selfAttn.forward(this.inputLayernorm.forward(h), invFreq, cache));
+      // a decoding step with int4 projections: the norms before them also write int8 limbs (`limbsWanted`)
+      let o: Tensor;
+      if (limbsWanted(this.selfAttn.inputProjections(), h)) {
+        const [x, l] = this.inputLayernorm.forwardLimbs(h);
+        o = this.selfAttn.forward(x, invFreq, cache, l);
+      } else o = this.selfAttn.forward(this.inputLayernorm.forward(h), invFreq, cache);
+      const a = this.postAttentionLayernorm.forward(o);
+      if (limbsWanted(this.mlp.inputProjections(), a)) {
+        const [x, l, h1] = this.preFeedforwardLayernorm.forwardLimbs(a, h);
+        return add(h1, this.postFeedforwardLayernorm.forward(this.mlp.forward(x, undefined, l)));
+      }
       const [h1, x] = this.preFeedforwardLayernorm.forwardResidual(a, h);
       return add(h1, this.postFeedforwardLayernorm.forward(this.mlp.forward(x)));
     });

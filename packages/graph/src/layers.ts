@@ -157,7 +157,9 @@ export class RMSNorm extends Module {
    * values are {@link forward}'s / {@link forwardResidual}'s to f32 rounding (the sum of squares is added on more
    * threads), the sum bit for bit. x f32 with a last dimension that is a multiple of 16.
    */
-  forwardLimbs(x: Tensor, residual?: Tensor): [Tensor, Tensor, Tensor?] {
+  forwardLimbs(x: Tensor): [Tensor, Tensor];
+  forwardLimbs(x: Tensor, residual: Tensor): [Tensor, Tensor, Tensor];
+  forwardLimbs(x: Tensor, residual?: Tensor): [Tensor, Tensor] | [Tensor, Tensor, Tensor] {
     if (isGradEnabled()) throw new ConfigError('RMSNorm.forwardLimbs: only where no gradient is recorded');
     const opts = { eps: this.eps, weightOffset: this.weightOffset, limbs: true };
     const t = (d: DeviceTensor) => new Tensor(x.ctx, d);

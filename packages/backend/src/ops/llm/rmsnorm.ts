@@ -119,8 +119,8 @@ function forward(
     ? ''
     : nv > 0
       ? `storageBarrier();\n  var lv: array<vec4f, ${rounds}>;\n` +
-        `  for (var r = 0u; r < ${rounds}u; r++) { let i = r * WG + t; lv[r] = load_limbs(base, i, i < p.D / 4u); }\n` +
-        `  for (var r = 0u; r < ${rounds}u; r++) { let i = r * WG + t; store_limbs(lv[r], row, i, p.D, i < p.D / 4u); }`
+        `  for (var lr = 0u; lr < ${rounds}u; lr++) { let i = lr * WG + t; lv[lr] = load_limbs(base, i, i < p.D / 4u); }\n` +
+        `  for (var lr = 0u; lr < ${rounds}u; lr++) { let i = lr * WG + t; store_limbs(lv[lr], row, i, p.D, i < p.D / 4u); }`
       : 'storageBarrier();\n  for (var u0 = 0u; u0 < p.D / 4u; u0 += WG) { write_limbs(base, row, u0 + t, p.D, u0 + t < p.D / 4u); }';
   const k = llmKernel(ctx, key, () => {
     const reads: [string, DType | 'rw'][] = [['x', x.dtype], ['w', w.dtype]];
