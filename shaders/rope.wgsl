@@ -19,6 +19,9 @@
 // (element e of head h's tensor). H2 = 0: heads 0 .. H - 1 of x into y (ld = read_x, st = y). H2 > 0 (ropePair,
 // layout 0, one binding each): also the H2 heads of a second tensor x2 [B, T, H2, D] into y2, as heads
 // H .. H + H2 - 1 (a decoding step's queries and keys in one dispatch).
+// ropePair's store (ops/llm/rope.ts): the wrapper makes st() also write x2's rotated heads into the KV cache
+//   binding kc and puts at the store lines the token's offset into the cache (kshift) and the copy of its values
+//   v into vc (params kvLen, kvAt: the cache's positions per sequence and the first one written).
 // One workgroup per token; thread t handles pair index i = t % half for heads t / half, + WG / half, ...,
 // so cos/sin are computed once per thread and reused across heads.
 
@@ -57,6 +60,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
   let b = gt / p.T;
   let tt = gt - b * p.T;
   let bl = tok / p.T;
+  //@store_pre
   let half = p.half;
   let hstep = WG / half;
   let i = t % half;
@@ -82,4 +86,5 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
       st(h, e, ld(h, e));
     }
   }
+  //@store_post
 }

@@ -1,5 +1,5 @@
-import type { Context } from '@rusty/backend';
-import { attention, reshape, rope, ropePair, Tensor, tidy, toCompute } from '@rusty/autograd';
+import { ropePair as ropePairKernel, type Context } from '@rusty/backend';
+import { attention, isGradEnabled, reshape, rope, ropePair, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
 import { fusedProjections, fusionSettings } from './fused-projections';
 import type { KVCache } from './kv-cache';
@@ -100,11 +100,17 @@ export class Attention extends Module {
     let k = reshape(ky ?? proj(this, 'k_proj').forward(xc), [b, t, nkv, d]);
     if (this.qNorm) q = this.qNorm.forward(q);
     if (this.kNorm) k = this.kNorm.forward(k);
-    // one dispatch for both where no gradient is recorded (decoding; see `fusionSettings`)
-    if (fusionSettings.projections && fusionSettings.rope) [q, k] = ropePair(q, k, invFreq, { positionOffset: offset });
-    else [q, k] = [rope(q, invFreq, { positionOffset: offset }), rope(k, invFreq, { positionOffset: offset })];
     const v = reshape(vy ?? proj(this, 'v_proj').forward(xc), [b, t, nkv, d]);
-    const o = cache ? cache.kv.attend(cache.layer, q, k, v, this.kernel) : attention(q, k, v, { causal: true, ...this.kernel });
+    // one dispatch for both where no gradient is recorded (decoding; see `fusionSettings`), which with a cache
+    // (`kv`) also stores the rotated keys and the values in it
+    const fuse = fusionSettings.projections && fusionSettings.rope;
+    const store = cache && fuse && fusionSettings.kv && !isGradEnabled() ? cache.kv.storeTarget(cache.layer, b, t) : null;
+    if (store) {
+      const [qr, kr] = ropePairKernel(x.ctx, q.data, k.data, invFreq.data, { positionOffset: offset, store: { v: v.data, ...store } });
+      [q, k] = [new Tensor(x.ctx, qr), new Tensor(x.ctx, kr)];
+    } else if (fuse) [q, k] = ropePair(q, k, invFreq, { positionOffset: offset });
+    else [q, k] = [rope(q, invFreq, { positionOffset: offset }), rope(k, invFreq, { positionOffset: offset })];
+    const o = cache ? cache.kv.attend(cache.layer, q, k, v, this.kernel, !!store) : attention(q, k, v, { causal: true, ...this.kernel });
     return proj(this, 'o_proj').forward(reshape(o, [b, t, nq * d]));
   }
 

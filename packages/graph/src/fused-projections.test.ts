@@ -220,4 +220,33 @@ describe('fused decode projections', () => {
       expect([r.norms, r.gemvs]).toEqual([0, 0]);
       nf.dispose();
     });
+
+  it.runIf(() => gemvSubgroupsAvailable(ctx))('with a KV cache, ropePair stores the keys and values itself: no copy dispatch, the same tokens (Llama, Qwen3 with its q/k norms)', async () => {
+    for (const dir of ['llama-tiny', 'qwen3-tiny'] as const) {
+      const m = randomModel(ctx, fixtureConfig(dir));
+      for (const p of m.parameters()) p.requiresGrad = false;
+      const run = async (kv: boolean) => {
+        const saved = fusionSettings.kv;
+        fusionSettings.kv = kv;
+        let copies = 0;
+        const orig = ctx.dispatch.bind(ctx);
+        ctx.dispatch = ((k, ...rest) => {
+          if (k.name.startsWith('copy_rows') || k.name.startsWith('copy-rows')) copies++;
+          return orig(k, ...rest);
+        }) as typeof ctx.dispatch;
+        try {
+          return { ids: await generate(m, ids, { maxNewTokens: 5, temperature: 0, stopTokens: [] }), copies };
+        } finally {
+          ctx.dispatch = orig;
+          fusionSettings.kv = saved;
+        }
+      };
+      const off = await run(false);
+      const on = await run(true);
+      expect(on.ids, dir).toEqual(off.ids);
+      // the prompt's forward and 4 one-token steps, each layer once (one more copy, of generate's own, either way)
+      expect(off.copies - on.copies, dir).toBe(5 * m.config.numHiddenLayers);
+      m.dispose();
+    }
+  });
 });

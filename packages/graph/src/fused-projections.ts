@@ -6,10 +6,11 @@ import { QuantLinear } from './quant-linear';
 
 /** Whether {@link fusedProjections} (`projections`), {@link projectionPlusResidual} (`projections` and
  *  `residual`), {@link gatedProjection} (`projections` and `gated`) and the attention's `ropePair` (`projections`
- *  and `rope`) may fuse, and whether a decoder layer's norms write int8 limbs of their output for int4
- *  projections that multiply on them (`projections` and `limbs`, {@link limbsWanted}): switches for tests and
- *  benchmarks, on by default. */
-export const fusionSettings = { projections: true, residual: true, rope: true, gated: true, limbs: true };
+ *  and `rope`) may fuse, whether that `ropePair` also stores a decoding step's keys and values in the KV cache
+ *  (`projections`, `rope` and `kv`: no copy of its own), and whether a decoder layer's norms write int8 limbs of
+ *  their output for int4 projections that multiply on them (`projections` and `limbs`, {@link limbsWanted}):
+ *  switches for tests and benchmarks, on by default. */
+export const fusionSettings = { projections: true, residual: true, rope: true, gated: true, limbs: true, kv: true };
 
 /** out_features of a part's weight (quantized, or a float matrix [N, K]). */
 const outFeatures = (w: GemvPart['weight']): number => ('spec' in w ? w.layout.N : w.shape[0]!);

@@ -28,16 +28,14 @@ export class KVCache {
   /**
    * Store k/v [B, T, Hkv, D] at the current position and attend q [B, T, Hq, D] over the prefix: all of it, or
    * with `slidingWindow` only the last `slidingWindow` positions up to each query (older keys stay in the
-   * cache but are masked, as HF's mask does).
+   * cache but are masked, as HF's mask does). `stored`: k and v are already in the cache (see {@link storeTarget}).
    */
-  attend(layer: number, q: Tensor, k: Tensor, v: Tensor, opts: AttentionKernelOptions = {}): Tensor {
+  attend(layer: number, q: Tensor, k: Tensor, v: Tensor, opts: AttentionKernelOptions = {}, stored = false): Tensor {
     const [b, t] = q.shape as [number, number];
-    if (b !== this.batch) throw new ShapeError(`KV cache holds ${this.batch} sequences, got a batch of ${b}`);
-    if (this.length + t > this.maxLen)
-      throw new ShapeError(`KV cache is full: ${this.length} + ${t} positions exceed its ${this.maxLen}`);
+    this.checkRoom(b, t);
     const ctx = this.ctx;
     return noGrad(() => {
-      copyRows(ctx, k.data, this.k[layer]!, t, 0, this.length, { src: v.data, dst: this.v[layer]! });
+      if (!stored) copyRows(ctx, k.data, this.k[layer]!, t, 0, this.length, { src: v.data, dst: this.v[layer]! });
       if (this.length === 0) return attention(q, k, v, { causal: true, ...opts });
       const len = this.length + t;
       if (t === 1) return new Tensor(ctx, attentionDecode(ctx, q.data, this.k[layer]!, this.v[layer]!, len, opts));
@@ -53,6 +51,19 @@ export class KVCache {
       V.dispose();
       return o;
     });
+  }
+
+  /** Where a layer's keys and values of `t` new positions of `b` sequences go (the cache's tensors and the first
+   *  position), for a kernel that writes them itself (`ropePair`'s store); then {@link attend} with `stored`. */
+  storeTarget(layer: number, b: number, t: number): { kCache: DeviceTensor; vCache: DeviceTensor; at: number } {
+    this.checkRoom(b, t);
+    return { kCache: this.k[layer]!, vCache: this.v[layer]!, at: this.length };
+  }
+
+  private checkRoom(b: number, t: number): void {
+    if (b !== this.batch) throw new ShapeError(`KV cache holds ${this.batch} sequences, got a batch of ${b}`);
+    if (this.length + t > this.maxLen)
+      throw new ShapeError(`KV cache is full: ${this.length} + ${t} positions exceed its ${this.maxLen}`);
   }
 
   /** Called by the model after every layer has stored its positions. */

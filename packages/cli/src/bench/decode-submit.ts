@@ -9,10 +9,11 @@
 // lookahead (`GenerateOptions.lookahead`; 0: every token picked on the host after a read-back of its logits);
 // with `--residual=on,off`, with and without the residual add and the activation in the down projection's GEMV
 // and q and k rotated in one dispatch; with `--limbs=on,off`, with and without the norms writing int8 limbs for
-// int4 q/k/v and gate/up (`fusionSettings.limbs`: the integer int4 GEMV; `sameTokensLimbs` compares the tokens).
+// int4 q/k/v and gate/up (`fusionSettings.limbs`: the integer int4 GEMV; `sameTokensLimbs` compares the tokens);
+// with `--kv=on,off`, with and without ropePair storing the keys and values in the cache (`fusionSettings.kv`).
 // Prints one JSON line. On the GPU machine, with the 7B-shaped model of decode-7b.sh:
 //   bash .gpu/run.sh decode-submit <model dir> [--tokens=128] [--quantize=int4|nf4|int8] [--dtype=bf16]
-//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--lookahead=0,2] [--residual=on,off] [--limbs=on,off]
+//                                  [--every=16,32,64,128,1000000] [--rounds=2] [--fuse=on,off] [--lookahead=0,2] [--residual=on,off] [--limbs=on,off] [--kv=on,off]
 //                                  [--profile] [--cold]
 import { createContext, type DType, type QuantFormat } from '@rusty/backend';
 import { fusionSettings, generateStream, type CausalLM } from '@rusty/graph';
@@ -34,6 +35,8 @@ const residuals = (opt('residual') ?? 'on').split(',').map((f) => f === 'on');
 const lookaheads: (number | undefined)[] = opt('lookahead')?.split(',').map(Number) ?? [undefined];
 // the norms writing int8 limbs for the integer int4 GEMV (`fusionSettings.limbs`)
 const limbsOpts = (opt('limbs') ?? 'on').split(',').map((f) => f === 'on');
+// ropePair storing the keys and values in the KV cache (`fusionSettings.kv`)
+const kvOpts = (opt('kv') ?? 'on').split(',').map((f) => f === 'on');
 
 const profile = args.includes('--profile');
 const ctx = await createContext({ profile });
@@ -78,14 +81,16 @@ for (let r = 0; r < rounds; r++)
     for (const every of caps)
       for (const la of lookaheads)
         for (const res of residuals)
-          for (const limbs of limbsOpts) {
+          for (const [limbs, kv] of limbsOpts.flatMap((l) => kvOpts.map((k) => [l, k] as const))) {
             fusionSettings.projections = fuse;
             fusionSettings.residual = fusionSettings.rope = fusionSettings.gated = res;
             fusionSettings.limbs = limbs;
+            fusionSettings.kv = kv;
             const { rate, ids, perToken } = await run(every, la);
-            const key = `${every}${fuse ? '' : ' unfused'}${la !== undefined ? ` lookahead ${la}` : ''}${res ? '' : ' new fusions off'}${limbs ? '' : ' limbs off'}`;
+            const tag = `${res ? '' : ' new fusions off'}${limbs ? '' : ' limbs off'}${kv ? '' : ' kv off'}`;
+            const key = `${every}${fuse ? '' : ' unfused'}${la !== undefined ? ` lookahead ${la}` : ''}${tag}`;
             (rates[key] ??= []).push(+rate.toFixed(1));
-            dispatchesPerToken[`${fuse ? 'fused' : 'unfused'}${res ? '' : ' new fusions off'}${limbs ? '' : ' limbs off'}`] = perToken;
+            dispatchesPerToken[`${fuse ? 'fused' : 'unfused'}${tag}`] = perToken;
             // limbs round x to 24 bits per group of 16: their tokens are compared apart
             if (fuse && res) {
               if (!byLimbs.has(limbs)) byLimbs.set(limbs, ids.join());
@@ -95,7 +100,7 @@ for (let r = 0; r < rounds; r++)
               else if (ids.join() !== first.get(fuse)) same = false;
             }
           }
-fusionSettings.residual = fusionSettings.rope = fusionSettings.gated = fusionSettings.limbs = true;
+fusionSettings.residual = fusionSettings.rope = fusionSettings.gated = fusionSettings.limbs = fusionSettings.kv = true;
 const sameFusedUnfused = first.size === 2 ? first.get(true) === first.get(false) : null;
 const sameTokensLimbs = byLimbs.size === 2 ? byLimbs.get(true) === byLimbs.get(false) : null;
 const gpu: Record<string, unknown> = {};

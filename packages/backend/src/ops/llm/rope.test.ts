@@ -5,6 +5,7 @@ import { ConfigError, ShapeError } from '../../errors';
 import { download, release, upload } from '../../tensor';
 import { absErr, dot, finiteDiff, randn, relErr } from '../../testing';
 import { rope, ropeAttentionScaling, ropeInvFreq, ropePair, type RopeFreqConfig } from './rope';
+import { copyRows } from '../copy-rows';
 import { HF_COS_DEFAULT64, HF_ROPE, HF_SIN_DEFAULT64 } from './rope.hf';
 import { checkRope, get, poisoned, randTensor } from './test-util';
 import { refRope, type Geo } from './llm.ref';
@@ -186,5 +187,40 @@ describe('ropePair', () => {
     expect(() => ropePair(ctx, x, upload(ctx, randn(64, 1), [1, 1, 2, 32]), inv)).toThrow(ShapeError);
     expect(() => ropePair(ctx, x, x, inv, { layout: 'BHTD' })).toThrow(ShapeError);
     release(ctx, inv, x);
+  });
+
+  it('with store: the rotated keys and the values written into a KV cache at its position, what copyRows writes, bit for bit; nothing else of the cache touched', async () => {
+    const inv = upload(ctx, ropeInvFreq({ theta: 10000, headDim: 16, partialRotaryFactor: 0.75 }), [6]);
+    const L = 9;
+    for (const [B, T, at, vt] of [
+      [1, 1, 4, 'f32'],
+      [2, 3, 6, 'f16'],
+      [2, 1, 0, 'f32'],
+    ] as [number, number, number, DType][]) {
+      const [H, H2] = [4, 2];
+      const x = upload(ctx, randn(B * T * H * 16, 70 + T), [B, T, H, 16]);
+      const x2 = upload(ctx, randn(B * T * H2 * 16, 80 + T), [B, T, H2, 16]);
+      const v = upload(ctx, randn(B * T * H2 * 16, 90 + T), [B, T, H2, 16], vt);
+      const cache = () => upload(ctx, randn(B * L * H2 * 16, 5), [B, L, H2, 16]);
+      const [kc, vc, kw, vw] = [cache(), cache(), cache(), cache()];
+      const opts = { positionOffset: at, attentionScaling: 1.25 };
+      const [y, y2] = ropePair(ctx, x, x2, inv, { ...opts, store: { v, kCache: kc, vCache: vc, at } });
+      const [a, a2] = ropePair(ctx, x, x2, inv, opts);
+      copyRows(ctx, a2, kw, T, 0, at, { src: v, dst: vw });
+      const label = `B ${B}, T ${T} at ${at}, v ${vt}`;
+      expect(Array.from(await download(ctx, y)), label).toEqual(Array.from(await download(ctx, a)));
+      expect(Array.from(await download(ctx, y2)), label).toEqual(Array.from(await download(ctx, a2)));
+      expect(Array.from(await download(ctx, kc)), label).toEqual(Array.from(await download(ctx, kw)));
+      expect(Array.from(await download(ctx, vc)), label).toEqual(Array.from(await download(ctx, vw)));
+      release(ctx, x, x2, v, kc, vc, kw, vw, y, y2, a, a2);
+    }
+    // a cache too short, of another shape or dtype
+    const x = upload(ctx, randn(64, 1), [1, 1, 4, 16]);
+    const k = upload(ctx, randn(32, 2), [1, 1, 2, 16]);
+    const c = upload(ctx, randn(3 * 32, 3), [1, 3, 2, 16]);
+    expect(() => ropePair(ctx, x, k, inv, { store: { v: k, kCache: c, vCache: c, at: 3 } })).toThrow(ShapeError);
+    expect(() => ropePair(ctx, x, k, inv, { store: { v: k, kCache: upload(ctx, randn(96, 3), [1, 3, 1, 32]), vCache: c, at: 0 } })).toThrow(ShapeError);
+    expect(() => ropePair(ctx, x, k, inv, { store: { v: k, kCache: c, vCache: upload(ctx, randn(96, 3), [1, 3, 2, 16], 'f16'), at: 0 } })).toThrow(ShapeError);
+    release(ctx, inv, x, k, c);
   });
 });

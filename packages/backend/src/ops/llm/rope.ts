@@ -3,6 +3,8 @@ import type { Context } from '../../context';
 import { ConfigError, ShapeError } from '../../errors';
 import { ioBindings } from '../../kernel';
 import { empty, numel, type DeviceTensor } from '../../tensor';
+import { sameShape } from '../../checks';
+import { copyRows } from '../copy-rows';
 import { bindUnits, checkBindable, checkFloat, checkOut, elemBytes, fmt, grid, llmKernel, maxWorkgroup, pow2ceil, rowChunks } from './common';
 
 /** Rope types whose inverse frequencies {@link ropeInvFreq} computes (HF `rope_type`). */
@@ -135,7 +137,18 @@ export interface RopeOptions {
   out?: DeviceTensor;
 }
 
-function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor, sign: number, opts: RopeOptions, x2?: DeviceTensor): DeviceTensor[] {
+/** {@link ropePair}'s `store`: a KV cache's layer, written in the same dispatch. */
+export interface RopeStore {
+  /** The values of the new positions, [B, T, H2, D] (any float dtype). */
+  v: DeviceTensor;
+  /** The cache's keys and values, f32 [B, L, H2, D]: the rotated x2 goes to kCache and v to vCache at positions
+   *  at .. at + T - 1 of each sequence. */
+  kCache: DeviceTensor;
+  vCache: DeviceTensor;
+  at: number;
+}
+
+function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor, sign: number, opts: RopeOptions, x2?: DeviceTensor, store?: RopeStore): DeviceTensor[] {
   checkFloat(x, `${op}: x`);
   if (x.shape.length !== 3 && x.shape.length !== 4)
     throw new ShapeError(`${op}: x must be [B, T, H, D] or [T, H, D] (or [B, H, T, D] with layout 'BHTD'), got ${fmt(x.shape)}`);
@@ -182,11 +195,25 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
     ],
     layout === 'BTHD' ? 'token' : 'batch',
   );
+  let L = 0;
+  if (store) {
+    L = store.kCache.shape[1] ?? 0;
+    const cs = [b!, L, h2, d!];
+    if (!sameShape(store.v.shape, x2!.shape)) throw new ShapeError(`${op}: store.v ${fmt(store.v.shape)} must be x2's shape ${fmt(x2!.shape)}`);
+    checkFloat(store.v, `${op}: store.v`);
+    for (const [c, n] of [[store.kCache, 'kCache'], [store.vCache, 'vCache']] as const)
+      if (c.dtype !== 'f32' || !sameShape(c.shape, cs)) throw new ShapeError(`${op}: store.${n} must be f32 [${cs.join(', ')}], got ${c.dtype}${fmt(c.shape)}`);
+    if (!(Number.isInteger(store.at) && store.at >= 0 && store.at + t! <= L)) throw new ShapeError(`${op}: store.at ${store.at} + ${t} positions do not fit the cache's ${L}`);
+    checkBindable(ctx, op, [store.kCache, 'kCache'], [store.vCache, 'vCache'], [store.v, 'v']);
+  }
   // the pair in one dispatch where each tensor fits one binding; else one call each
-  if (x2 && (plan.ranges.length !== 1 || numel(x2.shape) * elemBytes(x2) > ctx.maxBinding || numel(x2.shape) * 4 > ctx.maxBinding || h2 === 0))
-    return [...apply(ctx, op, x, invFreq, sign, { ...opts, out: y }), ...apply(ctx, op, x2, invFreq, sign, { ...opts, out: undefined })];
+  if (x2 && (plan.ranges.length !== 1 || numel(x2.shape) * elemBytes(x2) > ctx.maxBinding || numel(x2.shape) * 4 > ctx.maxBinding || h2 === 0)) {
+    const ys = [...apply(ctx, op, x, invFreq, sign, { ...opts, out: y }), ...apply(ctx, op, x2, invFreq, sign, { ...opts, out: undefined })];
+    if (store) copyRows(ctx, ys[1]!, store.kCache, t!, 0, store.at, { src: store.v, dst: store.vCache }); // the same values, one dispatch more
+    return ys;
+  }
   const wg = Math.min(maxWg, Math.max(pow2ceil(half), 64, Math.min(256, pow2ceil((h! + h2) * half))));
-  const key = `rope:wg${wg}:${x.dtype}:${ids ? 'ids' : 'off'}${x2 ? `:pair${h2}:${x2.dtype}` : ''}`;
+  const key = `rope:wg${wg}:${x.dtype}:${ids ? 'ids' : 'off'}${x2 ? `:pair${h2}:${x2.dtype}` : ''}${store ? `:store:${store.v.dtype}` : ''}`;
   const y2 = x2 ? empty(ctx, x2.shape) : undefined;
   const k = llmKernel(ctx, key, () => ({
     code:
@@ -196,15 +223,29 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
         : 'fn position(b: u32, t: u32) -> f32 { return f32(i32(t) + p.posOffset); }\n') +
       (x2
         ? 'fn ld(h: u32, e: u32) -> f32 { if (h < p.H) { return read_x(e); } return read_x2(e); }\n' +
-          'fn st(h: u32, e: u32, v: f32) { if (h < p.H) { y[e] = v; } else { y2[e] = v; } }\n'
+          `fn st(h: u32, e: u32, v: f32) { if (h < p.H) { y[e] = v; } else { y2[e] = v;${store ? ' kc[kshift + e] = v;' : ''} } }\n`
         : 'fn ld(h: u32, e: u32) -> f32 { return read_x(e); }\nfn st(h: u32, e: u32, v: f32) { y[e] = v; }\n') +
-      ropeWgsl,
+      // store: x2's element e of token (b, tt) goes to the cache at (b * L + at + tt) * H2 * D + ..., which is
+      // e + kshift; the token's v is copied the same way
+      (store
+        ? 'var<private> kshift: u32;\n' +
+          ropeWgsl
+            .replace('//@store_pre', 'kshift = (b * (p.kvLen - p.T) + p.kvAt) * H2 * p.D;')
+            .replace('//@store_post', 'for (var q = t; q < H2 * p.D; q += WG) { let e = tok * H2 * p.D + q; vc[kshift + e] = read_v(e); }')
+        : ropeWgsl),
     bindings: [
       { name: 'x', access: 'read', dtype: x.dtype },
       { name: 'inv', access: 'read', dtype: 'f32' },
       ...(ids ? [{ name: 'pos', access: 'read' as const, dtype: 'i32' as const }] : []),
       { name: 'y', access: 'rw', dtype: 'f32' },
       ...(x2 ? ioBindings(x2.dtype, 'f32', ['x2', 'y2']) : []),
+      ...(store
+        ? [
+            { name: 'kc', access: 'rw' as const, dtype: 'f32' as const },
+            { name: 'v', access: 'read' as const, dtype: store.v.dtype },
+            { name: 'vc', access: 'rw' as const, dtype: 'f32' as const },
+          ]
+        : []),
     ],
     params: [
       'u32:tokens',
@@ -218,13 +259,14 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
       'f32:scale',
       'f32:sinSign',
       'u32:tok0',
+      ...(store ? (['u32:kvLen', 'u32:kvAt'] as const) : []),
     ],
   }));
   const strideB = ids && ids.shape.length === 2 ? t! : 0;
   for (const [u0, u1] of plan.ranges) {
     const bx = bindUnits(plan, x, perUnit * elemBytes(x), u0, u1);
     const by = bindUnits(plan, y, perUnit * 4, u0, u1);
-    const bufs = [bx, invFreq.buffer, ...(ids ? [ids.buffer] : []), by, ...(x2 ? [x2.buffer, y2!.buffer] : [])];
+    const bufs = [bx, invFreq.buffer, ...(ids ? [ids.buffer] : []), by, ...(x2 ? [x2.buffer, y2!.buffer] : []), ...(store ? [store.kCache.buffer, store.v.buffer, store.vCache.buffer] : [])];
     const n = (u1 - u0) * unitTok;
     ctx.dispatch(k, bufs, grid(n), [
       n,
@@ -238,6 +280,7 @@ function apply(ctx: Context, op: string, x: DeviceTensor, invFreq: DeviceTensor,
       opts.attentionScaling ?? 1,
       sign,
       u0 * unitTok,
+      ...(store ? [L, store.at] : []),
     ]);
   }
   return y2 ? [y, y2] : [y];
@@ -257,10 +300,12 @@ export function rope(ctx: Context, x: DeviceTensor, invFreq: DeviceTensor, opts:
 /**
  * {@link rope} of two tensors at the same positions in one dispatch: x [B, T, H, D] and x2 [B, T, H2, D] (layout
  * BTHD; a decoding step's queries and keys), the values of two `rope` calls bit for bit. `opts.out` is x's output.
- * Tensors larger than one storage binding take one dispatch each.
+ * Tensors larger than one storage binding take one dispatch each. With `store`, the same dispatch also writes the
+ * rotated x2 and `store.v` into a KV cache's layer at `store.at` (a decoding step's keys and values: what
+ * `copyRows` would copy, bit for bit).
  */
-export function ropePair(ctx: Context, x: DeviceTensor, x2: DeviceTensor, invFreq: DeviceTensor, opts: RopeOptions = {}): [DeviceTensor, DeviceTensor] {
-  const [y, y2] = apply(ctx, 'rope', x, invFreq, 1, opts, x2);
+export function ropePair(ctx: Context, x: DeviceTensor, x2: DeviceTensor, invFreq: DeviceTensor, opts: RopeOptions & { store?: RopeStore } = {}): [DeviceTensor, DeviceTensor] {
+  const [y, y2] = apply(ctx, 'rope', x, invFreq, 1, opts, x2, opts.store);
   return [y!, y2!];
 }
 
