@@ -14,7 +14,7 @@
 // Limb words of group g (12 words at 12 g): for j = 0, 1 (elements 8 j .. 8 j + 7) and limb L = a, b, c (0, 1, 2),
 // word 6 j + 2 L holds elements 8 j + 0, 2, 4, 6 and word 6 j + 2 L + 1 elements 8 j + 1, 3, 5, 7 (byte k: the
 // (k + 1)-th of those, signed), matching the int4 words' even (high nibbles) and odd (low nibbles) elements. The
-// scale 2^e (f32 bits) is word 3 K / 4 + g, and 8 (q_0 + ... + q_15) (f32 bits) word 3 K / 4 + K / 16 + g.
+// scale 2^e (f32 bits) is word 3 K / 4 + g, and 8 (q_0 + ... + q_15) (i32) word 3 K / 4 + K / 16 + g.
 const QM: f32 = 8355711.0;
 
 // unit i of the row `row` (source elements from src); `live`: false for invocations past the last unit, which
@@ -55,7 +55,7 @@ fn store_limbs(v: vec4f, row: u32, i: u32, K: u32, live: bool) {
     xl[o + 4u] = pack4xI8(c);
     if ((i & 3u) == 0u) {
       xl[dst + 3u * K / 4u + g] = bitcast<u32>(ldexp(1.0, e));
-      xl[dst + 3u * K / 4u + K / 16u + g] = bitcast<u32>(8.0 * f32(qs));
+      xl[dst + 3u * K / 4u + K / 16u + g] = bitcast<u32>(8 * qs); // |8 sum q| < 2^30
     }
   }
 }

@@ -196,11 +196,11 @@ function loadCode(R: number, CW: number, hasScale: boolean, G = 0, prefetch = fa
  * The //@fast code of the integer int4 GEMV (`xLimbs`: one row of X as int8 limbs, ops/quant/x-limbs.ts): the
  * codes u of each word are multiplied by X's limbs with `dot4I8Packed`, as bytes of two words (the even elements,
  * high nibbles, and the odd ones), and per group of 16 elements (two words) and row the three limb sums
- * (sa 2^8 + sb) 2^8 + sc are combined in f32 and scaled by the row's block scale times the group's step. Two ways
- * to the codes' offset 8 (`gemvTuning.limbsDecode`): `offset`, the codes as they are (0..15: an AND, and a shift
- * for the high nibbles) and 8 (q_0 + ... + q_15), stored with the limbs, subtracted from the combined sum;
- * `signed`, each word turned into signed bytes 16 (u - 8) (XOR 0x88, AND 0xF0; the low nibbles shifted up first)
- * and the sum scaled by 1/16.
+ * (sa 2^8 + sb) 2^8 + sc are combined and scaled by the row's block scale times the group's step. Two ways to the
+ * codes' offset 8 (`gemvTuning.limbsDecode`): `offset`, the codes as they are (0..15: an AND, and a shift for the
+ * high nibbles) and 8 (q_0 + ... + q_15), stored with the limbs, subtracted from the combined sum, all in i32
+ * (exact); `signed`, each word turned into signed bytes 16 (u - 8) (XOR 0x88, AND 0xF0; the low nibbles shifted up
+ * first), combined in f32 and scaled by 1/16.
  */
 function limbsCode(o: GemvShape): string {
   if (o.MR !== 1 || o.fmt !== FMT_ID.int4 || o.CW % 2 || o.gated) throw new Error('gemv xLimbs: one row of X, int4 weights, chunks of 2 or 4 words');
@@ -213,7 +213,7 @@ function limbsCode(o: GemvShape): string {
   const out = ['let lb = (k0 * 3u / 4u) >> 2u;', ...[...Array(nv).keys()].map((v) => `let L${v} = xl4[lb + ${v}u];`)];
   for (let g = 0; g < CW / 2; g++) {
     out.push(`let xs_${g} = bitcast<f32>(xw(3u * p.K / 4u + k0 / 16u + ${g}u))${signed ? ' * 0.0625' : ''};`);
-    if (!signed) out.push(`let xq_${g} = bitcast<f32>(xw(3u * p.K / 4u + p.K / 16u + k0 / 16u + ${g}u));`);
+    if (!signed) out.push(`let xq_${g} = bitcast<i32>(xw(3u * p.K / 4u + p.K / 16u + k0 / 16u + ${g}u));`);
   }
   for (let r = 0; r < R; r++) {
     for (let j = 0; j < CW; j++)
@@ -226,7 +226,9 @@ function limbsCode(o: GemvShape): string {
       const sum = (limb: number) =>
         [2 * g, 2 * g + 1].map((j) => `dot4I8Packed(h_${r}_${j}, ${lw(6 * j + 2 * limb)}) + dot4I8Packed(l_${r}_${j}, ${lw(6 * j + 2 * limb + 1)})`).join(' + ');
       out.push(`{ let sa = ${sum(0)}; let sb = ${sum(1)}; let sc = ${sum(2)};`);
-      const comb = `f32(sa * 256i + sb) * 256.0 + f32(sc)${signed ? '' : ` - xq_${g}`}`;
+      // offset: the group's sum in i32, exact (sa 2^16 + ... wraps past 2^31 at most transiently; the result,
+      // sum (u - 8) q, is below 2^30); signed: the limb sums reach 2^18, so they are combined in f32
+      const comb = signed ? 'f32(sa * 256i + sb) * 256.0 + f32(sc)' : `f32((sa * 256i + sb) * 256i + sc - xq_${g})`;
       out.push(`  ${acc(r)} = fma(${comb}, s_${r} * xs_${g}, ${acc(r)}); }`);
     }
   }

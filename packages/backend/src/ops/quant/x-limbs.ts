@@ -9,8 +9,8 @@
  * split into balanced signed bytes q = a 2^16 + b 2^8 + c. Words 12 g .. 12 g + 11 hold group g's limbs: for the
  * elements 8 j .. 8 j + 7 (j = 0, 1) and limb L (a, b, c = 0, 1, 2), word 6 j + 2 L the even elements and word
  * 6 j + 2 L + 1 the odd ones, one per byte (the even / odd split of an int4 word's high / low nibbles). Word
- * 3 K / 4 + g is the group's step 2^e (f32 bits), word 3 K / 4 + K / 16 + g is 8 (q_0 + ... + q_15) (f32 bits; the
- * sum exact, rounded once: what the GEMV subtracts for the codes' offset 8). x_e = q_e 2^e to within m 2^-23: as close as f32 comes for the
+ * 3 K / 4 + g is the group's step 2^e (f32 bits), word 3 K / 4 + K / 16 + g is 8 (q_0 + ... + q_15) (i32, exact:
+ * what the GEMV subtracts for the codes' offset 8). x_e = q_e 2^e to within m 2^-23: as close as f32 comes for the
  * group's largest elements; smaller ones keep their error relative to m. No division is involved, so the words
  * are the same on every GPU ({@link limbsRef} computes them on the host).
  */
@@ -108,8 +108,7 @@ export function limbsRef(x: ArrayLike<number>, K: number): Uint32Array {
           }
       f[0] = 2 ** e;
       out[r * W + (3 * K) / 4 + g] = u[0]!;
-      f[0] = 8 * qs;
-      out[r * W + (3 * K) / 4 + K / 16 + g] = u[0]!;
+      out[r * W + (3 * K) / 4 + K / 16 + g] = (8 * qs) >>> 0;
     }
   return out;
 }
