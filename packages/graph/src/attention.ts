@@ -1,4 +1,4 @@
-import { ropePair as ropePairKernel, type Context } from '@rusty/backend';
+import type { Context } from '@rusty/backend';
 import { attention, isGradEnabled, reshape, rope, ropePair, Tensor, tidy, toCompute } from '@rusty/autograd';
 import type { ModelConfig } from './config';
 import { fusedProjections, fusionSettings } from './fused-projections';
@@ -94,8 +94,7 @@ export class Attention extends Module {
     // under f16 autocast: one f16 copy of x for the three projections (what their backward keeps)
     const xc = toCompute(x);
     // decoding: q, k and v in one GEMV dispatch where they allow it
-    const names = ['q_proj', 'k_proj', 'v_proj'] as const;
-    const [qy, ky, vy] = fusedProjections(names.map((n) => proj(this, n)), xc, limbs) ?? [null, null, null];
+    const [qy, ky, vy] = fusedProjections(this.inputProjections(), xc, limbs) ?? [null, null, null];
     let q = reshape(qy ?? proj(this, 'q_proj').forward(xc), [b, t, nq, d]);
     let k = reshape(ky ?? proj(this, 'k_proj').forward(xc), [b, t, nkv, d]);
     if (this.qNorm) q = this.qNorm.forward(q);
@@ -105,10 +104,7 @@ export class Attention extends Module {
     // (`kv`) also stores the rotated keys and the values in it
     const fuse = fusionSettings.projections && fusionSettings.rope;
     const store = cache && fuse && fusionSettings.kv && !isGradEnabled() ? cache.kv.storeTarget(cache.layer, b, t) : null;
-    if (store) {
-      const [qr, kr] = ropePairKernel(x.ctx, q.data, k.data, invFreq.data, { positionOffset: offset, store: { v: v.data, ...store } });
-      [q, k] = [new Tensor(x.ctx, qr), new Tensor(x.ctx, kr)];
-    } else if (fuse) [q, k] = ropePair(q, k, invFreq, { positionOffset: offset });
+    if (fuse) [q, k] = ropePair(q, k, invFreq, { positionOffset: offset, ...(store ? { store: { v: v.data, ...store } } : {}) });
     else [q, k] = [rope(q, invFreq, { positionOffset: offset }), rope(k, invFreq, { positionOffset: offset })];
     const o = cache ? cache.kv.attend(cache.layer, q, k, v, this.kernel, !!store) : attention(q, k, v, { causal: true, ...this.kernel });
     return proj(this, 'o_proj').forward(reshape(o, [b, t, nq * d]));

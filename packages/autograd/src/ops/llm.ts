@@ -15,7 +15,9 @@ import {
   rope as ropeKernel,
   ropeBackward,
   ropePair as ropePairKernel,
+  ConfigError,
   type Context,
+  type RopeStore,
   type DeviceTensor,
 } from '@rusty/backend';
 import { defineOp } from '../op';
@@ -96,10 +98,15 @@ export function rope(x: Tensor, invFreq: Tensor, opts: { positionOffset?: number
 /**
  * {@link rope} of a layer's queries q [B, T, Hq, D] and keys k [B, T, Hkv, D] at the same positions: one dispatch
  * where no gradient is recorded for them (decoding), else one rope op each. The values are the same either way.
+ * `store` (only where no gradient is recorded): the same dispatch also writes the rotated keys and the values into
+ * a KV cache's layer (the backend's `ropePair`).
  */
-export function ropePair(q: Tensor, k: Tensor, invFreq: Tensor, opts: { positionOffset?: number; attentionScaling?: number } = {}): [Tensor, Tensor] {
-  if (isGradEnabled() && (q.requiresGrad || k.requiresGrad)) return [rope(q, invFreq, opts), rope(k, invFreq, opts)];
-  const [a, b] = ropePairKernel(q.ctx, q.data, k.data, invFreq.data, { positionOffset: opts.positionOffset ?? 0, attentionScaling: opts.attentionScaling ?? 1 });
+export function ropePair(q: Tensor, k: Tensor, invFreq: Tensor, opts: { positionOffset?: number; attentionScaling?: number; store?: RopeStore } = {}): [Tensor, Tensor] {
+  if (isGradEnabled() && (q.requiresGrad || k.requiresGrad)) {
+    if (opts.store) throw new ConfigError('ropePair: store only where no gradient is recorded');
+    return [rope(q, invFreq, opts), rope(k, invFreq, opts)];
+  }
+  const [a, b] = ropePairKernel(q.ctx, q.data, k.data, invFreq.data, { positionOffset: opts.positionOffset ?? 0, attentionScaling: opts.attentionScaling ?? 1, store: opts.store });
   return [new Tensor(q.ctx, a), new Tensor(q.ctx, b)];
 }
 

@@ -175,7 +175,9 @@ async function limbsRow(ctx: Context, q: Rotated & { qs: QuantTensor[] }, K: num
   const y = empty(ctx, [1, N]);
   poison(ctx, y);
   quantLinear(ctx, x, q.qs[0]!, { out: y, variant: 'gemv', xLimbs: xl });
-  const w = await download(ctx, dequantize(ctx, q.qs[0]!));
+  const wd = dequantize(ctx, q.qs[0]!);
+  const w = await download(ctx, wd);
+  release(ctx, wd);
   const ref = new Float64Array(N);
   for (let n = 0; n < N; n++) {
     let a = 0;
@@ -266,9 +268,10 @@ export async function gemvBench(ctx: Context, out: Record<string, unknown>): Pro
         const x = upload(ctx, randomData(M * K, 9), [M, K]);
         const y = empty(ctx, [M, N]);
         quantLinear(ctx, x, q.qs[0]!, { out: y, variant: 'gemv' });
-        const ref = matmul(ctx, x, dequantize(ctx, q.qs[0]!), { transB: true });
+        const wd = dequantize(ctx, q.qs[0]!);
+        const ref = matmul(ctx, x, wd, { transB: true });
         const err = relErr(await download(ctx, y), await download(ctx, ref));
-        release(ctx, x, y, ref);
+        release(ctx, x, y, ref, wd);
         const tG = (byM[mi]!.f16Gemv as { us: number }).us / 1e6;
         byM[mi]![name] = { us: t * 1e6, spread, bytesRead: read, GBps: read / t / 1e9, ofCopy: read / t / 1e9 / copyGBps, vsF16Gemv: tG / t, relErrVsDequantMatmul: err };
         if (M === 1 && spec.format === 'int4' && gemvTakesLimbs(ctx, q.qs[0]!, 1)) byM[mi]![`${name}Limbs`] = await limbsRow(ctx, q, K, N, tG, copyGBps);

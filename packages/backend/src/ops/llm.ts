@@ -18,6 +18,7 @@ export {
   type RopeType,
   type RopeFreqConfig,
   type RopeOptions,
+  type RopeStore,
 } from './llm/rope';
 export {
   swiglu,
