@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext, type Context } from '../../context';
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
-import { numel, release, upload, type DeviceTensor } from '../../tensor';
-import { relErr, rng } from '../../testing';
+import { download, numel, release, upload, type DeviceTensor } from '../../tensor';
+import { randn, relErr, rng } from '../../testing';
 import { llmTuning, rowChunks } from './common';
 import { crossEntropy } from './cross-entropy';
 import { embedding, embeddingBackward } from './embedding';
@@ -24,6 +24,7 @@ import {
   type Geo,
 } from './llm.ref';
 import { addRmsNorm, rmsNormBackward } from './rmsnorm';
+import { rope, ropeInvFreq, ropePair } from './rope';
 import { checkRope, get, poisoned, randTensor } from './test-util';
 
 const CAP = 16384;
@@ -226,4 +227,36 @@ describe('rope in chunks', () => {
       await checkRope(ctx, g, dt, g.d, posMode, 400, [g.t, g.h]);
     });
   }
+
+  it('ropePair with store, x over one binding: the pair falls back to one rope each and the cache rows are still written, nothing else of the cache touched', async () => {
+    const [B, T, H, H2, D, L, at] = [2, 5, 28, 2, 16, 9, 3];
+    expect(B * T * H * D * 4).toBeGreaterThan(CAP); // x takes row chunks: the one-dispatch pair cannot run
+    expect(B * L * H2 * D * 4).toBeLessThanOrEqual(CAP); // the cache itself fits one binding
+    const inv = upload(ctx, ropeInvFreq({ theta: 10000, headDim: D }), [D / 2]);
+    const x = upload(ctx, randn(B * T * H * D, 11), [B, T, H, D]);
+    const x2 = upload(ctx, randn(B * T * H2 * D, 12), [B, T, H2, D]);
+    const v = upload(ctx, randn(B * T * H2 * D, 13), [B, T, H2, D], 'f16');
+    const c0 = { k: randn(B * L * H2 * D, 14), v: randn(B * L * H2 * D, 15) };
+    const kc = upload(ctx, c0.k, [B, L, H2, D]);
+    const vc = upload(ctx, c0.v, [B, L, H2, D]);
+    const opts = { positionOffset: at, attentionScaling: 1.5 };
+    const [y, y2] = ropePair(ctx, x, x2, inv, { ...opts, store: { v, kCache: kc, vCache: vc, at } });
+    const want = rope(ctx, x, inv, opts);
+    const want2 = rope(ctx, x2, inv, opts);
+    const [gy, gy2, w, w2, gk, gv, vh] = await Promise.all([y, y2, want, want2, kc, vc, v].map((t) => download(ctx, t)));
+    expect(Array.from(gy)).toEqual(Array.from(w));
+    expect(Array.from(gy2)).toEqual(Array.from(w2));
+    const row = H2 * D;
+    for (let b = 0; b < B; b++)
+      for (let l = 0; l < L; l++) {
+        const o = (b * L + l) * row;
+        const inNew = l >= at && l < at + T;
+        const src = (b * T + (l - at)) * row;
+        for (let e = 0; e < row; e++) {
+          expect(gk[o + e], `k b ${b} l ${l}`).toBe(inNew ? w2[src + e] : Math.fround(c0.k[o + e]!));
+          expect(gv[o + e], `v b ${b} l ${l}`).toBe(inNew ? vh[src + e] : Math.fround(c0.v[o + e]!));
+        }
+      }
+    release(ctx, inv, x, x2, v, kc, vc, y, y2, want, want2);
+  });
 });
