@@ -170,7 +170,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   // 'auto': what matmul chooses by itself (tcTuning)
   const variants: [string, TcTile | undefined][] = names.map((n) => [n, n === 'auto' ? undefined : TC_TILES[n as TcTileName]]);
   for (const v of opt('ablate')?.split(',') ?? [])
-    for (const ablate of ['nomma', 'nostage'] as const) variants.push([`${v}-${ablate}`, { ...TC_TILES[v as TcTileName], ablate }]);
+    for (const ablate of ['nomma', 'nostage', 'nostore'] as const) variants.push([`${v}-${ablate}`, { ...TC_TILES[v as TcTileName], ablate }]);
   const shapes = ([
     [4096, 4096, 4096],
     [8192, 2048, 5632],

@@ -6,9 +6,11 @@
 // --warmup N (default 3), --checkpointing, --profile, --mp f16 (mixed precision as PyTorch autocast: the
 // projections, LM head and attention on f16 inputs with f32 accumulation, tensor cores where the adapter has
 // them; f32 master weights and AdamW; no loss scaling in this loop), --matmul-precision highest|high (f32 products), --f16x3-min-dim N
-// (f16x3Tuning.minDim).
+// (f16x3Tuning.minDim), --mm-tuning FILE (a `setMatmulTuning` table, e.g. matmul-sweep's `--best` file: the f32
+// products of these shapes run the table's choices instead of `auto`).
 // PyTorch side: train_torch.py [--mp].
-import { createContext, f16x3Tuning, setF32MatmulPrecision, type F32MatmulPrecision } from '@rusty/backend';
+import { readFileSync } from 'node:fs';
+import { createContext, f16x3Tuning, setF32MatmulPrecision, setMatmulTuning, type F32MatmulPrecision } from '@rusty/backend';
 import { AdamW, Tensor, tidy, type ComputeDtype } from '@rusty/autograd';
 import { CausalLM, parseModelConfig } from '../index';
 import { timeSteps } from './time-steps';
@@ -34,6 +36,8 @@ const ctx = await createContext({ profile: flag('--profile') });
 const precision = (args.includes('--matmul-precision') ? args[args.indexOf('--matmul-precision') + 1] : 'highest') as F32MatmulPrecision;
 setF32MatmulPrecision(ctx, precision);
 if (args.includes('--f16x3-min-dim')) f16x3Tuning.minDim = Number(args[args.indexOf('--f16x3-min-dim') + 1]);
+const mmTuning = args.includes('--mm-tuning') ? args[args.indexOf('--mm-tuning') + 1]! : null;
+if (mmTuning) setMatmulTuning(ctx, JSON.parse(readFileSync(mmTuning, 'utf8')));
 const arch = args.includes('--arch') ? args[args.indexOf('--arch') + 1]! : 'llama';
 const ARCH: Record<string, Record<string, unknown>> = {
   llama: { model_type: 'llama' },
@@ -81,7 +85,7 @@ const out = {
   bench: 'train-step',
   arch,
   adapter: `${ctx.info.vendor} ${ctx.info.architecture} ${ctx.info.description}`.trim(),
-  config: { ...cfg, dtype: 'f32', compute: mp === 'no' ? 'f32' : mp, matmulPrecision: precision, f16x3MinDim: f16x3Tuning.minDim, checkpointing: flag('--checkpointing') },
+  config: { ...cfg, dtype: 'f32', compute: mp === 'no' ? 'f32' : mp, matmulPrecision: precision, f16x3MinDim: f16x3Tuning.minDim, mmTuning, checkpointing: flag('--checkpointing') },
   parameters: params.reduce((a, p) => a + p.size, 0),
   stepMs: ms,
   tokensPerSecond: n / (ms / 1000),

@@ -15,8 +15,15 @@ export function tcSharedBytes(t: TcTile, plan: TensorCorePlan, transA: boolean, 
   const b = tcSlice(t, 'b', transB);
   const staged = (t.nbuf ?? 2) * 2 * (a.size + b.size);
   const scratch = 4 * scratchSlots(t) * plan.frag.M * plan.frag.N;
-  // `bv`: the scratch lies over the staged slices (it is used only after the K loop)
-  return t.bv ? Math.max(staged, scratch) : staged + scratch;
+  // `bv`: the scratch (and with `sd` the bands of the stores) lies over the staged slices (used only after the K loop)
+  return t.bv ? Math.max(staged, scratch, t.sd ? 4 * t.sgm * t.sgn * sdBand(t, plan).size : 0) : staged + scratch;
+}
+
+/** `sd` tiles: one subgroup's band of result rows in workgroup memory, f32 [SM, WN] with rows padded by 4 (16
+ *  bytes, against bank conflicts of the fragment stores): row stride and size in f32. */
+export function sdBand(t: TcTile, plan: TensorCorePlan): { stride: number; size: number } {
+  const stride = t.bn / t.sgn + 4;
+  return { stride, size: plan.frag.M * stride };
 }
 
 /** The workgroup memory of a tile as WGSL: `As`, `Bs` and `Cs` arrays, or (`bv`) one `smem` buffer that the
@@ -280,12 +287,12 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
       ...staging,
       acc: 'var acc: array<Acc, FM * FN>;',
       mma: t.ablate === 'nomma' ? '' : mma,
-      direct: `for (var i = 0u; i < FM; i++) {
+      direct: noStore(t, `for (var i = 0u; i < FM; i++) {
       for (var j = 0u; j < FN; j++) {
         let o = cb + (m0 + wm0 + i * SM) * p.N + n0 + wn0 + j * SN;
         subgroupMatrixStore<row_major>(&c, o, acc[i * FN + j], p.N);
       }
-    }`,
+    }`),
       scratch: `for (var i = 0u; i < FM; i++) {
     for (var j = 0u; j < FN; j++) {
       for (var round = 0u; round < NSG / CSLOTS; round++) {
@@ -315,7 +322,7 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     ...staging,
     acc: IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n'),
     mma: t.ablate === 'nomma' ? '' : mma.join('\n'),
-    direct: IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i * SM}u) * p.N + n0 + wn0 + ${j * SN}u, acc_${i}_${j}, p.N);`).join('\n'),
+    direct: noStore(t, t.sd ? bandStores(t, plan, I, J) : IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i * SM}u) * p.N + n0 + wn0 + ${j * SN}u, acc_${i}_${j}, p.N);`).join('\n')),
     // subgroups sg with sg / CSLOTS == round use the scratch in that round
     scratch: IJ.map(
       ([i, j]) =>
@@ -324,6 +331,34 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
         `  if (sg / CSLOTS == round) { copy_out(${i}u, ${j}u, cs, lane, m0, n0, wm0, wn0, cb); }\n  workgroupBarrier();\n}`,
     ).join('\n'),
   };
+}
+
+/**
+ * `sd`: the stores of a full tile through workgroup memory. For each row band i of the subgroup's WM x WN block:
+ * its FN result matrices into the subgroup's own band (f32 [SM, WN], see {@link sdBand}), a barrier, then the
+ * lanes copy the band to C along its rows (consecutive lanes, consecutive columns: whole lines per store), and a
+ * barrier before the next band is stored over it. The K loop ends on a barrier, so the slices are done with.
+ */
+function bandStores(t: TcTile, plan: TensorCorePlan, I: number[], J: number[]): string {
+  const { M: SM, N: SN } = plan.frag;
+  const { stride, size } = sdBand(t, plan);
+  const wn = t.bn / t.sgn;
+  const v = views(t).cs;
+  return [
+    `let db = sg * ${size}u;`,
+    ...I.flatMap((i) => [
+      ...(i > 0 ? ['workgroupBarrier();'] : []),
+      ...J.map((j) => `subgroupMatrixStore<row_major>(${v}, db + ${j * SN}u, acc_${i}_${j}, ${stride}u);`),
+      'workgroupBarrier();',
+      `for (var q = lane; q < ${SM * wn}u; q += SG) { c[cb + (m0 + wm0 + ${i * SM}u + q / ${wn}u) * p.N + n0 + wn0 + q % ${wn}u] = ${v}[db + (q / ${wn}u) * ${stride}u + q % ${wn}u]; }`,
+    ]),
+  ].join('\n');
+}
+
+/** The stores of full tiles, or for the `nostore` ablation the same stores behind `p.one == 7` (p.one is always
+ *  1): the compiler cannot drop the product, and nothing is written. */
+function noStore(t: TcTile, code: string): string {
+  return t.ablate === 'nostore' ? `if (p.one == 7u) {\n  ${code.replace(/\n/g, '\n  ')}\n}` : code;
 }
 
 /** The whole WGSL of a tensor-core kernel: the prelude and `shaders/matmul-tc.wgsl` with its generated code. */

@@ -6,7 +6,7 @@ import { download, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul, matmulPath } from './matmul';
-import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSource, tcTileKey, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
+import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSharedBytes, tcSource, tcTileKey, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases';
 
 const ctx: Context = await createContext();
@@ -77,7 +77,13 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(tcTileProblem(TC_TILES.v15, nv, H200_LIMITS, false, true)).toMatch(/workgroup memory/);
     expect(tcTileProblem(TC_TILES.v29, nv, H200_LIMITS, false, true)).toBeNull();
     expect(tcTileProblem({ ...TC_TILES.v29, cs: 3 }, nv, H200_LIMITS)).toMatch(/cs 3 does not divide the 8 subgroups/);
-    // without buffer_view in the adapter's WGSL the big tile (v34) does not fit at all: bigAlt runs every layout
+    // stores through workgroup memory (sd) need buffer views; their bands (8 subgroups x 16 rows x (64 + 4) f32) lie
+    // over the slices and count where the slices take less (16-deep: 128 x 24 + 16 x 264 halves, 14,592 bytes)
+    expect(tcTileProblem({ ...TC_TILES.v59, bv: false }, nv, H200_LIMITS)).toMatch(/\(sd\) need buffer views/);
+    expect(tcSharedBytes({ ...TC_TILES.v59, bk: 16 }, nv, false, false)).toBe(4 * 8 * 16 * 68);
+    expect(tcSharedBytes({ ...TC_TILES.v59, bk: 16, sd: false }, nv, false, false)).toBe(2 * (128 * 24 + 16 * 264));
+    expect(tcSharedBytes(TC_TILES.v59, nv, false, true)).toBe(2 * (128 * 56 + 256 * 56));
+    // without buffer_view in the adapter's WGSL the big tile (v59) does not fit at all: bigAlt runs every layout
     const noBv = tensorCorePlan(fakeInfo({ configs: NVIDIA, wgsl: [] })) as TensorCorePlan;
     for (const [ta, tb] of [[false, false], [false, true], [true, false]] as const)
       expect(chooseTcTile(noBv, H200_LIMITS, { M: 4096, N: 4096, batch: 1, transA: ta, transB: tb })).toBe(TC_TILES[tcTuning.bigAlt]);
@@ -149,6 +155,9 @@ fn stub_store_Bs(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); Bs[o] = f
         for (const [ta, tb] of [[false, false], [false, true], [true, false]] as const)
           for (const e of await compileErrors(stub(tcSource(nv, t, ta, tb, undefined, unroll))))
             errors.push(`${JSON.stringify(t)} ${ta}${tb}${unroll ? ' unrolled' : ''}: ${e}`);
+    // the timing ablations of matmul-tc-bench --ablate (the stores of nostore behind a run-time condition)
+    for (const ablate of ['nomma', 'nostage', 'nostore'] as const)
+      for (const e of await compileErrors(stub(tcSource(nv, { ...TC_TILES[tcTuning.big], ablate }, false, true, undefined, true)))) errors.push(`${ablate}: ${e}`);
     // the epilogue that multiplies by the f16x3 split's factors (matmul-f16x3.ts), every layout
     const gs = { VEC_A: true, VEC_B: true, HAS_BIAS: true, ACCUM: true, DIRECT: false, GSCALE: true };
     for (const [ta, tb] of [[false, false], [false, true], [true, false], [true, true]] as const)

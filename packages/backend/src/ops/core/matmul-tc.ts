@@ -47,9 +47,10 @@ export interface TcTile {
   /** Grouped rasterisation: consecutive workgroups walk `gm` tile rows down a column before moving right
    *  (L2 reuse of B); 0 / absent: row by row. */
   gm?: number;
-  /** Timing ablations only (wrong results; never in `TC_TILES`): leave out the multiply-accumulates, or the
-   *  staging of every slice after the first. */
-  ablate?: 'nomma' | 'nostage';
+  /** Timing ablations only (wrong results; never in `TC_TILES`): leave out the multiply-accumulates, the
+   *  staging of every slice after the first, or the stores of full tiles (kept behind a run-time condition that
+   *  never holds, so the product is still computed). */
+  ablate?: 'nomma' | 'nostage' | 'nostore';
   /** Subgroups whose epilogue scratch tiles exist at once (default all): fewer take turns (a barrier per round)
    *  and leave workgroup memory for deeper slices. Divides sgm * sgn. */
   cs?: number;
@@ -60,6 +61,10 @@ export interface TcTile {
    *  goes into its slice with one store of its width (else 8 or 2 f16 stores), and the epilogue scratch lies over
    *  the staged slices instead of beside them (8 KiB more for the slices). Not with `cm`. */
   bv?: boolean;
+  /** With `bv`: full tiles leave through workgroup memory (each subgroup's result rows, one band of SM rows at a
+   *  time, then written to C by its lanes along the rows: whole 128-byte lines per store instruction) instead of
+   *  fragment stores straight to C. */
+  sd?: boolean;
 }
 
 /** The kernel variants (tiles with their staging) that tests check and the sweep measures; `auto` picks
@@ -116,19 +121,26 @@ export const TC_TILES = {
   v40: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true, derive: true },
   v41: { bm: 128, bn: 256, bk: 48, sgm: 4, sgn: 4, nbuf: 1, hoist: true, bv: true },
   v42: { bm: 256, bn: 128, bk: 48, sgm: 4, sgn: 2, nbuf: 1, hoist: true, bv: true, derive: true },
+  // v34 and v37 with full tiles stored through workgroup memory (`sd`)
+  v59: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true, sd: true },
+  v60: { bm: 256, bn: 128, bk: 48, sgm: 4, sgn: 2, nbuf: 1, hoist: true, bv: true, sd: true },
 } as const satisfies Record<string, TcTile>;
 export type TcTileName = keyof typeof TC_TILES;
 
 /** Tuning of `auto` (a benchmark may change it): the big and small tile and the tile count below which the
- *  small one runs. Measured on an H100 (2026-11-24, ninth session, `matmul-tc-bench --sweep`, docs/PERFORMANCE.md):
- *  v34 (v15's 128x256x48 tile through buffer views) runs 245.7-248.2 / 218.7-221.1 / 256.6-260.5 TFLOP/s (NN / NT /
- *  TN) on 4096^3 and 206-276 on the LLM shapes, against v15's 226-227 / - / 237-238 and v29's NT 212. */
+ *  small one runs. Measured on an H100 (2026-12-07, fifteenth session, `matmul-tc-bench --sweep`,
+ *  docs/PERFORMANCE.md): v59 (v34's 128x256x48 tile through buffer views, full tiles stored through workgroup
+ *  memory) runs 258.0 / 231.8 / 271.4 TFLOP/s (NN / NT / TN) on 4096^3, 266.0 / 241.6 / 276.0 on 8192x2048x5632 and
+ *  248.5 / 225.4 / 261.5 on 8192x5632x2048, against v34's 246.8 / 220.2 / 261.2, 263.3 / 233.3 / 272.5 and
+ *  230.6 / 206.2 / 239.7 in the same call (v34's fragment stores straight to C cost it about 10%: its `nostore`
+ *  ablation ran 275.5 / 240.8 / 290.0 on 4096^3). */
 export const tcTuning: { big: TcTileName; bigTN: TcTileName; bigAlt: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
-  big: 'v34',
-  /** The big tile of the TN layout (A stored [K, M], as in a weight gradient X^T dY): v37, 256x128x48 through
-   *  buffer views, 2.5-3.5% above v34 there on the H100 (267-268 / 282 / 246 TFLOP/s on 4096^3 / 8192x2048x5632 /
-   *  8192x5632x2048, 2026-11-24) and 6-7% below it on NN. Same area as `big`, so `minBigTiles` holds for both. */
-  bigTN: 'v37',
+  big: 'v59',
+  /** The big tile of the TN layout (A stored [K, M], as in a weight gradient X^T dY): v60, v37's 256x128x48 with the
+   *  stores of v59, 276.1 / 283.0 / 265.8 TFLOP/s on 4096^3 / 8192x2048x5632 / 8192x5632x2048 on the H100
+   *  (2026-12-07; v59 there: 271.4 / 276.0 / 261.5) and 5% below v59 on NN. Same area as `big`, so `minBigTiles`
+   *  holds for both. */
+  bigTN: 'v60',
   /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
    *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
    *  197-200 on 8192x5632x2048. */
@@ -185,6 +197,7 @@ export function tcTileProblem(t: TcTile, plan: TensorCorePlan, limits: Record<st
   if (t.pf === 2 && t.cm) return 'a two-deep prefetch (pf 2) needs the unit staging, not cm';
   if (t.bv && t.cm) return 'buffer views (bv) need the unit staging, not cm';
   if (t.bv && !plan.bufferView) return 'the adapter\'s WGSL has no buffer_view language extension (bv)';
+  if (t.sd && !t.bv) return 'stores through workgroup memory (sd) need buffer views (bv)';
   if (t.cm) {
     // the stored slices are copied in SM x SK blocks
     for (const [rows, cols] of [tcSlice(t, 'a', transA).dims, tcSlice(t, 'b', transB).dims])
@@ -227,7 +240,7 @@ export interface TcLaunch extends MatmulLaunch {
 
 /** A tile's identity in kernel names and cache keys, e.g. `128x256x32-2x4-v2-b1-cm`. */
 export function tcTileKey(t: TcTile): string {
-  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.bv ? '-bv' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
+  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.bv ? '-bv' : ''}${t.sd ? '-sd' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
 }
 
 /** The tile `auto` runs for a product: the big one (TN's own for that layout) when the product has enough of
