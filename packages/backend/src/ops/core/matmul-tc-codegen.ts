@@ -323,8 +323,8 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     acc: IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n'),
     mma: t.ablate === 'nomma' ? '' : mma.join('\n'),
     direct: noStore(t, t.sd ? bandStores(t, plan, I, J) : IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i * SM}u) * p.N + n0 + wn0 + ${j * SN}u, acc_${i}_${j}, p.N);`).join('\n')),
-    // subgroups sg with sg / CSLOTS == round use the scratch in that round
-    scratch: IJ.map(
+    // subgroups sg with sg / CSLOTS == round use the scratch in that round (`sd`: the bands, with the epilogue)
+    scratch: t.sd && t.sde ? bandStores(t, plan, I, J, true) : IJ.map(
       ([i, j]) =>
         `for (var round = 0u; round < NSG / CSLOTS; round++) {\n` +
         `  if (sg / CSLOTS == round) { subgroupMatrixStore<row_major>(${views(t).cs}, cs, acc_${i}_${j}, SN); }\n  workgroupBarrier();\n` +
@@ -334,23 +334,37 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
 }
 
 /**
- * `sd`: the stores of a full tile through workgroup memory. For each row band i of the subgroup's WM x WN block:
- * its FN result matrices into the subgroup's own band (f32 [SM, WN], see {@link sdBand}), a barrier, then the
- * lanes copy the band to C along its rows (consecutive lanes, consecutive columns: whole lines per store), and a
- * barrier before the next band is stored over it. The K loop ends on a barrier, so the slices are done with.
+ * `sd`: the stores of a tile through workgroup memory. For each row band i of the subgroup's WM x WN block: its FN
+ * result matrices into the subgroup's own band (f32 [SM, WN], see {@link sdBand}), a barrier, then the lanes copy
+ * the band to C along its rows (consecutive lanes, consecutive columns: whole lines per store), and a barrier
+ * before the next band is stored over it. The K loop ends on a barrier, so the slices are done with. `epilogue`:
+ * for any tile (the scratch path), with C's bounds, alpha, the f16x3 factors, bias and accumulate, as copy_out.
  */
-function bandStores(t: TcTile, plan: TensorCorePlan, I: number[], J: number[]): string {
+function bandStores(t: TcTile, plan: TensorCorePlan, I: number[], J: number[], epilogue = false): string {
   const { M: SM, N: SN } = plan.frag;
   const { stride, size } = sdBand(t, plan);
   const wn = t.bn / t.sgn;
   const v = views(t).cs;
+  const copy = (i: number) => {
+    const m = `m0 + wm0 + ${i * SM}u + q / ${wn}u`;
+    const n = `n0 + wn0 + q % ${wn}u`;
+    const x = `${v}[db + (q / ${wn}u) * ${stride}u + q % ${wn}u]`;
+    if (!epilogue) return `for (var q = lane; q < ${SM * wn}u; q += SG) { c[cb + (${m}) * p.N + ${n}] = ${x}; }`;
+    return (
+      `for (var q = lane; q < ${SM * wn}u; q += SG) {\n` +
+      `  let m = ${m};\n  let n = ${n};\n` +
+      `  if (m < p.M && n < p.N) {\n` +
+      `    let ci = cb + m * p.N + n;\n    var y = p.alpha * gscale() * ${x};\n` +
+      `    if (HAS_BIAS) { y += read_bias(n); }\n    if (ACCUM) { y += c[ci]; }\n    c[ci] = y;\n  }\n}`
+    );
+  };
   return [
     `let db = sg * ${size}u;`,
     ...I.flatMap((i) => [
       ...(i > 0 ? ['workgroupBarrier();'] : []),
       ...J.map((j) => `subgroupMatrixStore<row_major>(${v}, db + ${j * SN}u, acc_${i}_${j}, ${stride}u);`),
       'workgroupBarrier();',
-      `for (var q = lane; q < ${SM * wn}u; q += SG) { c[cb + (m0 + wm0 + ${i * SM}u + q / ${wn}u) * p.N + n0 + wn0 + q % ${wn}u] = ${v}[db + (q / ${wn}u) * ${stride}u + q % ${wn}u]; }`,
+      copy(i),
     ]),
   ].join('\n');
 }

@@ -162,6 +162,9 @@ export function tcCases(ctx: Context): TcCase[] {
   cases.push({ M: 64, N: 80, K: 72, batchA: 3, batchB: 3, f32High: true, bias: true });
   cases.push({ M: 33, N: 40, K: 100, batchA: 4, transB: true, f32High: true, alpha: 0.5, accumulate: true });
   cases.push({ M: 300, N: 100, K: 64, batchB: 2, transA: true, f32High: true });
+  // enough tiles for auto's big tile (96 of 128 x 256), partial ones at both edges: the f16x3 factors with every
+  // epilogue through its stores
+  cases.push({ M: 2047, N: 1530, K: 70, f32High: true, alpha: 0.5, bias: true, accumulate: true });
   // f32 A times a bf16-valued B through its f16 image: NN / NT, odd sizes, a folded batch, the epilogues
   cases.push({ M: 333, N: 257, K: 130, transB: true, f32Image: 'highest' });
   cases.push({ M: 65, N: 130, K: 400, f32Image: 'highest' });

@@ -80,6 +80,7 @@ describe('tensor-core path selection (runs everywhere)', () => {
     // stores through workgroup memory (sd) need buffer views; their bands (8 subgroups x 16 rows x (64 + 4) f32) lie
     // over the slices and count where the slices take less (16-deep: 128 x 24 + 16 x 264 halves, 14,592 bytes)
     expect(tcTileProblem({ ...TC_TILES.v59, bv: false }, nv, H200_LIMITS)).toMatch(/\(sd\) need buffer views/);
+    expect(tcTileProblem({ ...TC_TILES.v62, sd: false }, nv, H200_LIMITS)).toMatch(/\(sde\) needs the band stores/);
     expect(tcSharedBytes({ ...TC_TILES.v59, bk: 16 }, nv, false, false)).toBe(4 * 8 * 16 * 68);
     expect(tcSharedBytes({ ...TC_TILES.v59, bk: 16, sd: false }, nv, false, false)).toBe(2 * (128 * 24 + 16 * 264));
     expect(tcSharedBytes(TC_TILES.v59, nv, false, true)).toBe(2 * (128 * 56 + 256 * 56));

@@ -65,6 +65,9 @@ export interface TcTile {
    *  time, then written to C by its lanes along the rows: whole 128-byte lines per store instruction) instead of
    *  fragment stores straight to C. */
   sd?: boolean;
+  /** With `sd`: the other tiles (partial ones, bias, alpha, accumulate, the f16x3 factors) leave through the same
+   *  bands, with their epilogue, instead of one scratch fragment at a time. */
+  sde?: boolean;
 }
 
 /** The kernel variants (tiles with their staging) that tests check and the sweep measures; `auto` picks
@@ -124,6 +127,9 @@ export const TC_TILES = {
   // v34 and v37 with full tiles stored through workgroup memory (`sd`)
   v59: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true, sd: true },
   v60: { bm: 256, bn: 128, bk: 48, sgm: 4, sgn: 2, nbuf: 1, hoist: true, bv: true, sd: true },
+  // v59 / v60 with the other tiles through the bands as well (`sde`)
+  v61: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true, sd: true, sde: true },
+  v62: { bm: 256, bn: 128, bk: 48, sgm: 4, sgn: 2, nbuf: 1, hoist: true, bv: true, sd: true, sde: true },
 } as const satisfies Record<string, TcTile>;
 export type TcTileName = keyof typeof TC_TILES;
 
@@ -136,11 +142,12 @@ export type TcTileName = keyof typeof TC_TILES;
  *  ablation ran 275.5 / 240.8 / 290.0 on 4096^3). */
 export const tcTuning: { big: TcTileName; bigTN: TcTileName; bigAlt: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
   big: 'v59',
-  /** The big tile of the TN layout (A stored [K, M], as in a weight gradient X^T dY): v60, v37's 256x128x48 with the
-   *  stores of v59, 276.1 / 283.0 / 265.8 TFLOP/s on 4096^3 / 8192x2048x5632 / 8192x5632x2048 on the H100
-   *  (2026-12-07; v59 there: 271.4 / 276.0 / 261.5) and 5% below v59 on NN. Same area as `big`, so `minBigTiles`
-   *  holds for both. */
-  bigTN: 'v60',
+  /** The big tile of the TN layout (A stored [K, M], as in a weight gradient X^T dY): v62, v37's 256x128x48 with
+   *  v59's stores and its other tiles through the same bands (`sde`): 284.2-284.3 / 292.2 / 272.1-272.6 TFLOP/s on
+   *  4096^3 / 8192x2048x5632 / 8192x5632x2048 on the H100 (2026-12-07, two sweeps; v59 there: 272.4-272.8 /
+   *  276.1-276.3 / 260.7-261.4). Same area as `big`, so `minBigTiles` holds for both. (The band epilogue costs v59's
+   *  NN about 3.5%, 249.4-249.7 as v61, so `big` keeps the fragment-at-a-time scratch.) */
+  bigTN: 'v62',
   /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
    *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
    *  197-200 on 8192x5632x2048. */
@@ -198,6 +205,7 @@ export function tcTileProblem(t: TcTile, plan: TensorCorePlan, limits: Record<st
   if (t.bv && t.cm) return 'buffer views (bv) need the unit staging, not cm';
   if (t.bv && !plan.bufferView) return 'the adapter\'s WGSL has no buffer_view language extension (bv)';
   if (t.sd && !t.bv) return 'stores through workgroup memory (sd) need buffer views (bv)';
+  if (t.sde && !t.sd) return 'the band epilogue (sde) needs the band stores (sd)';
   if (t.cm) {
     // the stored slices are copied in SM x SK blocks
     for (const [rows, cols] of [tcSlice(t, 'a', transA).dims, tcSlice(t, 'b', transB).dims])
@@ -240,7 +248,7 @@ export interface TcLaunch extends MatmulLaunch {
 
 /** A tile's identity in kernel names and cache keys, e.g. `128x256x32-2x4-v2-b1-cm`. */
 export function tcTileKey(t: TcTile): string {
-  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.bv ? '-bv' : ''}${t.sd ? '-sd' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
+  return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.bv ? '-bv' : ''}${t.sd ? '-sd' : ''}${t.sde ? 'e' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
 }
 
 /** The tile `auto` runs for a product: the big one (TN's own for that layout) when the product has enough of
