@@ -44,7 +44,10 @@
 //   with row_major or col_major loads, so transposed operands cost nothing extra. The next slice is fetched
 //   into registers while the current one is multiplied. Out-of-range rows and K columns load as 0. Results leave
 //   through a per-subgroup SM x SN f32 scratch tile (bounds, alpha, bias, accumulate) unless DIRECT applies to
-//   the whole tile.
+//   the whole tile (then straight from the accumulators to C); SD variants (`sd`) store a full tile through
+//   workgroup memory instead, one band of SM rows per subgroup at a time, written to C along the rows by the lanes
+//   (whole lines per store: about 10% of the kernel on an H100 where fragments went straight to C), and with
+//   `sde` every other tile too, with the epilogue.
 const WG: u32 = SGM * SGN * SG;
 const NSG: u32 = SGM * SGN;
 const WM: u32 = FM * SM;
