@@ -323,7 +323,7 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     acc: IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n'),
     mma: t.ablate === 'nomma' ? '' : mma.join('\n'),
     direct: noStore(t, t.sd ? bandStores(t, plan, I, J) : IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i * SM}u) * p.N + n0 + wn0 + ${j * SN}u, acc_${i}_${j}, p.N);`).join('\n')),
-    // subgroups sg with sg / CSLOTS == round use the scratch in that round (`sd`: the bands, with the epilogue)
+    // subgroups sg with sg / CSLOTS == round use the scratch in that round (`sde`: the bands, with the epilogue)
     scratch: t.sd && t.sde ? bandStores(t, plan, I, J, true) : IJ.map(
       ([i, j]) =>
         `for (var round = 0u; round < NSG / CSLOTS; round++) {\n` +

@@ -63,7 +63,8 @@ export interface TcTile {
   bv?: boolean;
   /** With `bv`: full tiles leave through workgroup memory (each subgroup's result rows, one band of SM rows at a
    *  time, then written to C by its lanes along the rows: whole 128-byte lines per store instruction) instead of
-   *  fragment stores straight to C. */
+   *  fragment stores straight to C. Generated in the unrolled form (`tcTuning.unroll`); the array form keeps the
+   *  fragment stores. */
   sd?: boolean;
   /** With `sd`: the other tiles (partial ones, bias, alpha, accumulate, the f16x3 factors) leave through the same
    *  bands, with their epilogue, instead of one scratch fragment at a time. */
