@@ -53,6 +53,17 @@ describe('compute paths', () => {
     expect(p.matmul.f16.path).toBe('tensor-cores');
     const big = TC_TILES[tcTuning.big];
     expect(p.matmul.f16.detail).toContain(`subgroup matrices 16x16x16 f16 -> f32, subgroup size 32; tiles ${big.bm}x${big.bn}x${big.bk} (2048 x 5632)`);
+    // x W^T: the big tile where the compute units are not known, the NT tile with an H200's 132 (4 waves against 3)
+    const units = tcTuning.units;
+    try {
+      tcTuning.units = null;
+      expect(computePaths(h200).matmul.f16.detail).toContain(`; x W^T ${big.bm}x${big.bn}x${big.bk} (2048 x 5632, compute units unknown)`);
+      tcTuning.units = 132;
+      const nt = TC_TILES[tcTuning.bigNT];
+      expect(computePaths(h200).matmul.f16.detail).toContain(`; x W^T ${nt.bm}x${nt.bn}x${nt.bk} (2048 x 5632, waves of 132 tiles)`);
+    } finally {
+      tcTuning.units = units;
+    }
     expect(p.matmul.bf16).toMatchObject({ path: 'portable', reason: expect.stringMatching(/bf16 x bf16/) });
     expect(p.matmul.f32).toMatchObject({ path: 'portable', reason: expect.stringMatching(/f32 x f32/) });
     expect(p.f32High).toMatchObject({ path: 'tensor-cores', detail: expect.stringMatching(/^three f16 products per f32 product over 3K \(about 22 bits\), subgroup matrices 16x16x16/) });

@@ -1,6 +1,6 @@
 // Which kernel paths an adapter gets, for `rusty devices`: asked of the backend's own selection functions (the ones
 // the ops call), never decided here.
-import { attentionTiles, chooseTcTile, flashAttentionTcPath, matmulPath, qtcPlan, qtcTuning, QUANT_GEMV_MAX_ROWS, quantRowsOnTensorCores, type Context, type DeviceTensor, type FloatDType, type TcTile } from '@rusty/backend';
+import { attentionTiles, chooseTcTile, flashAttentionTcPath, matmulPath, qtcPlan, qtcTuning, QUANT_GEMV_MAX_ROWS, quantRowsOnTensorCores, tcWave, type Context, type DeviceTensor, type FloatDType, type TcTile } from '@rusty/backend';
 
 /** How one kind of product runs on this adapter. */
 export interface ComputePath {
@@ -45,6 +45,9 @@ function matmulOf(ctx: Context, dtype: FloatDType): ComputePath {
     let tiles: string;
     try {
       tiles = `tiles ${tileText(chooseTcTile(p.tc, ctx.info.limits, BIG))} (2048 x 5632) / ${tileText(chooseTcTile(p.tc, ctx.info.limits, SMALL))} (512 x 256)`;
+      // x W^T (NT) is planned in waves where the adapter's compute units are known
+      const wave = tcWave(ctx);
+      tiles += `; x W^T ${tileText(chooseTcTile(p.tc, ctx.info.limits, { ...BIG, transB: true }, wave))} (2048 x 5632, ${wave ? `waves of ${wave} tiles` : 'compute units unknown'})`;
     } catch (e) {
       return { path: 'portable', detail: UNPACKED[dtype], reason: (e as Error).message };
     }

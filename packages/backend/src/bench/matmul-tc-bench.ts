@@ -12,13 +12,16 @@
  *   bash .gpu/run.sh matmul-tc-bench --sweep[=v1,v2,...] [--ablate=t128x256k16,v2] [--shapes=4096] [--reps=20]
  *       every kernel variant of TC_TILES (and timing ablations of the variants named) over
  *       4096^3, 8192x2048x5632 and 8192x5632x2048 in NN / NT / TN: TFLOP/s and the largest relative error of
- *       sampled outputs against float64 per variant; the table comes last on stdout.
+ *       sampled outputs against float64 per variant; the table comes last on stdout. `--shapes=2048` the 1.1B
+ *       LoRA step's products instead (2048 tokens). 'auto' is what matmul picks (with wave planning where the
+ *       adapter's compute units are known: `RUSTY_COMPUTE_UNITS` overrides), 'auto0' the same without it.
  */
 import { spawnSync } from 'node:child_process';
 import probeWgsl from '../../../../shaders/matmul-tc-probe.wgsl';
 import { createContext, type Context } from '../context';
 import { matmul, type MatmulOptions } from '../ops/core/matmul';
-import { contextTcPlan, TC_TILES, tcFailures, tcTileProblem, tcTuning, tensorCoresReady, type TcTile, type TcTileName, type TensorCorePlan } from '../ops/core/matmul-tc';
+import { computeUnits } from '../compute-units';
+import { contextTcPlan, TC_TILES, tcFailures, tcTileProblem, tcTuning, tcWave, tensorCoresReady, type TcTile, type TcTileName, type TensorCorePlan } from '../ops/core/matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases, type TcResult } from '../ops/core/matmul-tc.cases';
 import { download, empty, poison, release, upload, type DeviceTensor } from '../tensor';
 import { randn, relErr, rng } from '../testing';
@@ -168,14 +171,21 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   const C = empty(gpu, [maxEl]);
   const view = (t: DeviceTensor, shape: number[]): DeviceTensor => ({ buffer: t.buffer, dtype: t.dtype, shape });
   // 'auto': what matmul chooses by itself (tcTuning)
-  const variants: [string, TcTile | undefined][] = names.map((n) => [n, n === 'auto' ? undefined : TC_TILES[n as TcTileName]]);
+  // 'auto0': auto without wave planning (tcTuning.units null)
+  const variants: [string, TcTile | undefined][] = names.map((n) => [n, n === 'auto' ? undefined : n === 'auto0' ? AUTO0 : TC_TILES[n as TcTileName]]);
+  log(JSON.stringify({ device: gpu.info.device, description: gpu.info.description, computeUnits: computeUnits(gpu.info), wave: tcWave(gpu) }));
   for (const v of opt('ablate')?.split(',') ?? [])
     for (const ablate of ['nomma', 'nostage', 'nostore'] as const) variants.push([`${v}-${ablate}`, { ...TC_TILES[v as TcTileName], ablate }]);
+  // the 1.1B LoRA step's products (2048 tokens) only with --shapes=2048
   const shapes = ([
     [4096, 4096, 4096],
     [8192, 2048, 5632],
     [8192, 5632, 2048],
-  ] as [number, number, number][]).filter(([M]) => !opt('shapes') || opt('shapes')!.split(',').includes(String(M)));
+    [2048, 2048, 2048],
+    [2048, 5632, 2048],
+    [2048, 2048, 5632],
+    [2048, 256, 2048],
+  ] as [number, number, number][]).filter(([M]) => (opt('shapes') ? opt('shapes')!.split(',').includes(String(M)) : M !== 2048));
   const layouts = ['NN', 'NT', 'TN'];
   const product = (tile: TcTile | undefined, M: number, N: number, K: number, layout: string) => {
     const transA = layout[0] === 'T';
@@ -183,19 +193,30 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
     const a = view(A16, transA ? [K, M] : [M, K]);
     const b = view(B16, transB ? [N, K] : [K, N]);
     const c = view(C, [M, N]);
-    return () => void matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true, tcTile: tile });
+    if (tile !== AUTO0) return () => void matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true, tcTile: tile });
+    // auto0: auto without wave planning
+    return () => {
+      const u = tcTuning.units;
+      tcTuning.units = null;
+      try {
+        matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true });
+      } finally {
+        tcTuning.units = u;
+      }
+    };
   };
-  const fits = (tile: TcTile | undefined, layout: string) => !tile || !tcTileProblem(tile, plan, gpu.info.limits, layout[0] === 'T', layout[1] === 'T');
-  // (1) build every pipeline (the flags are the same for the three shapes)
+  const fits = (tile: TcTile | undefined, layout: string) => !tile || tile === AUTO0 || !tcTileProblem(tile, plan, gpu.info.limits, layout[0] === 'T', layout[1] === 'T');
+  // (1) build every pipeline (auto's tile depends on the shape)
   const t0 = performance.now();
   for (const [, tile] of variants)
-    for (const layout of layouts)
-      if (fits(tile, layout))
-        try {
-          product(tile, 4096, 4096, 4096, layout)();
-        } catch (e) {
-          if (!/not ready/.test((e as Error).message)) throw e;
-        }
+    for (const [M, N, K] of shapes)
+      for (const layout of layouts)
+        if (fits(tile, layout))
+          try {
+            product(tile, M, N, K, layout)();
+          } catch (e) {
+            if (!/not ready/.test((e as Error).message)) throw e;
+          }
   await tensorCoresReady(gpu);
   log(`pipelines built in ${((performance.now() - t0) / 1e3).toFixed(1)} s`);
   const failed = new Set([...tcFailures(gpu)].map(([k]) => k));
@@ -283,6 +304,8 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
 /** Milliseconds of back-to-back runs of a product before it is timed. */
 const SPIN_MS = 200;
 const SAMPLES = 48;
+/** The sweep's stand-in for 'auto0' (auto without wave planning). */
+const AUTO0: TcTile = { bm: 0, bn: 0, bk: 0, sgm: 0, sgn: 0 };
 
 async function main() {
   const c = opt('child');

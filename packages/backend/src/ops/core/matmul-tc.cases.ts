@@ -181,7 +181,7 @@ export function tcCases(ctx: Context): TcCase[] {
   }
   // auto's big tiles (the sizes above are small enough for its small tile) with batches and the epilogues, K not
   // a multiple of their slice depth
-  for (const tile of [tcTuning.big, tcTuning.bigTN, tcTuning.bigAlt]) {
+  for (const tile of [tcTuning.big, tcTuning.bigTN, tcTuning.bigNT, tcTuning.bigAlt]) {
     const fits = (tA: boolean, tB: boolean) => 'frag' in plan && !tcTileProblem(TC_TILES[tile], plan, ctx.info.limits, tA, tB);
     if (fits(false, false)) cases.push({ M: 160, N: 300, K: 100, batchA: 2, batchB: 2, bias: true, tile });
     if (fits(true, false)) cases.push({ M: 130, N: 264, K: 200, transA: true, alpha: 0.5, accumulate: true, tile });

@@ -1,12 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createContext, type Context, type ContextInfo } from '../../context';
 import { kernelSource } from '../../kernel';
-import { ShapeError } from '../../errors';
+import { ConfigError, ShapeError } from '../../errors';
 import { download, poison, release, upload } from '../../tensor';
 import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul, matmulPath } from './matmul';
-import { chooseTcTile, matmulTc, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSharedBytes, tcSource, tcTileKey, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
+import { computeUnits } from '../../compute-units';
+import { chooseTcTile, matmulTc, tcWaves, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSharedBytes, tcSource, tcTileKey, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases';
 
 const ctx: Context = await createContext();
@@ -96,6 +97,40 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(src).toMatch(/subgroupMatrixLoad<Lm, col_major>/);
     expect(src).toMatch(/subgroupMatrixLoad<Rm, row_major>/);
     expect(src).toContain('const FN: u32 = 4u;');
+  });
+
+  it('plans in waves where the compute units are known: the NT tile, and the units from the adapter\'s name', () => {
+    const nv = tensorCorePlan(fakeInfo({ configs: NVIDIA })) as TensorCorePlan;
+    const v65 = TC_TILES[tcTuning.bigNT];
+    const big = TC_TILES[tcTuning.big];
+    const nt = { M: 4096, N: 4096, batch: 1, transA: false, transB: true };
+    // 4096^3: 704 tiles of 128 x 192 (6 waves of 132) against 512 of 128 x 256 (4 waves): the big tile
+    expect(tcWaves(v65, nt, 132)).toBe(6);
+    expect(tcWaves(big, nt, 132)).toBe(4);
+    expect(chooseTcTile(nv, H200_LIMITS, nt, 132)).toBe(big);
+    // 8192 x 5632: 1920 tiles (15 waves) against 1408 (11 waves): 15 x 0.66 = 9.9 < 11 x 0.95
+    expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 8192, N: 5632 }, 132)).toBe(v65);
+    // the 1.1B LoRA step's gate / up projections, 2048 x 5632: 4 waves against 3; 2048 x 2048: 2 against 1
+    expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 2048, N: 5632 }, 132)).toBe(v65);
+    expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 2048, N: 2048 }, 132)).toBe(big);
+    // other layouts, unknown compute units, a wave of another size
+    expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 8192, N: 5632, transB: false }, 132)).toBe(big);
+    expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 8192, N: 5632 }, null)).toBe(big);
+    expect(chooseTcTile(nv, H200_LIMITS, nt, 704)).toBe(v65); // one wave each
+    // the adapter's compute units: from its name (Dawn's, or the marketing one), or RUSTY_COMPUTE_UNITS (0: unknown;
+    // a typed error when malformed)
+    const named = (device: string, env?: string) => computeUnits({ device, description: '', vendor: 'nvidia' }, env);
+    expect(named('nvidia-h100-80gb-hbm3')).toBe(132);
+    expect(named('NVIDIA H100 80GB HBM3')).toBe(132);
+    expect(named('NVIDIA H100 PCIe')).toBe(114);
+    expect(named('nvidia-h200')).toBe(132);
+    expect(named('NVIDIA A100-SXM4-80GB')).toBe(108);
+    expect(named('nvidia-geforce-rtx-4090')).toBe(128);
+    expect(named('llvmpipe (LLVM 19.1.7, 256 bits)')).toBeNull();
+    expect(named('llvmpipe', '64')).toBe(64);
+    expect(named('NVIDIA H100', '0')).toBeNull();
+    expect(() => named('NVIDIA H100', 'many')).toThrow(ConfigError);
+    expect(() => named('NVIDIA H100', '-1')).toThrow(ConfigError);
   });
 
   it.runIf(ctx.info.features.shaderF16 && ctx.info.features.subgroups)('the kernel compiles for every tile and layout with subgroup-uniformity-checking stand-ins for the subgroup-matrix builtins', async () => {

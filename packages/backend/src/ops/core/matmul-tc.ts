@@ -8,6 +8,7 @@
  * workgroup tile (BM x BN x BK and its SGM x SGN subgroup grid) is a plan in elements that is checked against
  * the fragment and the device limits, so one tile list serves 16x16x16, 16x8x16 and 8x8x8 hardware.
  */
+import { computeUnits } from '../../compute-units';
 import type { BufferBinding, Context, ContextInfo, SubgroupMatrixConfig } from '../../context';
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
@@ -131,6 +132,14 @@ export const TC_TILES = {
   // v59 / v60 with the other tiles through the bands as well (`sde`)
   v61: { bm: 128, bn: 256, bk: 48, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true, sd: true, sde: true },
   v62: { bm: 256, bn: 128, bk: 48, sgm: 4, sgn: 2, nbuf: 1, hoist: true, bv: true, sd: true, sde: true },
+  // 64-deep slices (K-major rows of 128 bytes, whole cache lines) on 192-wide tiles of 8 subgroups, which fit the
+  // 48 KiB with both operands K-major (NT): 128x192 (subgroups of 64x48) and 192x128 (48x64); v65 / v66 with
+  // `derive`. H100, 2026-12-07 (sixteenth session): about the same speed in every layout (v65: 215-237 TFLOP/s
+  // on 4096^3, NT the fastest), a wave of 128x192 tiles in 0.66-0.71 of the time of a wave of v59's in NT
+  v63: { bm: 128, bn: 192, bk: 64, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true, sd: true },
+  v64: { bm: 192, bn: 128, bk: 64, sgm: 4, sgn: 2, nbuf: 1, hoist: true, bv: true, sd: true },
+  v65: { bm: 128, bn: 192, bk: 64, sgm: 2, sgn: 4, nbuf: 1, hoist: true, bv: true, sd: true, derive: true },
+  v66: { bm: 192, bn: 128, bk: 64, sgm: 4, sgn: 2, nbuf: 1, hoist: true, bv: true, sd: true, derive: true },
 } as const satisfies Record<string, TcTile>;
 export type TcTileName = keyof typeof TC_TILES;
 
@@ -141,7 +150,20 @@ export type TcTileName = keyof typeof TC_TILES;
  *  248.5 / 225.4 / 261.5 on 8192x5632x2048, against v34's 246.8 / 220.2 / 261.2, 263.3 / 233.3 / 272.5 and
  *  230.6 / 206.2 / 239.7 in the same call (v34's fragment stores straight to C cost it about 10%: its `nostore`
  *  ablation ran 275.5 / 240.8 / 290.0 on 4096^3). */
-export const tcTuning: { big: TcTileName; bigTN: TcTileName; bigAlt: TcTileName; small: TcTileName; minBigTiles: number; direct: boolean; unroll: boolean } = {
+export const tcTuning: {
+  big: TcTileName;
+  bigTN: TcTileName;
+  bigNT: TcTileName;
+  bigNTWave: number;
+  bigNTMargin: number;
+  bigAlt: TcTileName;
+  small: TcTileName;
+  minBigTiles: number;
+  tilesPerUnit: number;
+  units?: number | null;
+  direct: boolean;
+  unroll: boolean;
+} = {
   big: 'v59',
   /** The big tile of the TN layout (A stored [K, M], as in a weight gradient X^T dY): v62, v37's 256x128x48 with
    *  v59's stores and its other tiles through the same bands (`sde`): 284.2-284.3 / 292.2 / 272.1-272.6 TFLOP/s on
@@ -152,12 +174,27 @@ export const tcTuning: { big: TcTileName; bigTN: TcTileName; bigAlt: TcTileName;
   /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
    *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
    *  197-200 on 8192x5632x2048. */
+  /** The big tile of the NT layout (both operands K-major, as in `x W^T`) where the adapter's compute units are
+   *  known (`tcWave`): v65, 128x192 with 64-deep slices. A wave of its tiles takes `bigNTWave` of the time of a
+   *  wave of `big`'s (H100, 2026-12-07: 0.66 on 8192x5632x2048, 0.68 on 2048x5632x2048, 0.69-0.71 on 2048 x 2048),
+   *  so `chooseTcTile` takes it where its waves times that are at least `bigNTMargin` fewer than `big`'s: 251 against
+   *  225 TFLOP/s on 8192x5632x2048 and 217 against 240 us on 2048x5632x2048 (the 1.1B LoRA step's gate / up
+   *  projections); 4096^3 and 8192x2048x5632 (6 waves against 4) keep `big`, within 1% of it. */
+  bigNT: 'v65',
+  bigNTWave: 0.66,
+  bigNTMargin: 0.05,
   bigAlt: 'v29',
   small: 't64x64',
   /** 96: a 2048 x 2048 output (128 big tiles, one wave on a 132-SM H200) runs the big tile. Measured in the 1.1B
    *  LoRA step (lora-step-1b, H200, 2026-11-24): at 264 its 242 products per step on the 64x64 tile took 62 ms,
    *  on the big tile 128x256 the step went from 217 to 170 ms. */
   minBigTiles: 96,
+  /** Big tiles that run at once on one compute unit (one on an H100: their registers), so that a wave is
+   *  `units * tilesPerUnit` tiles. */
+  tilesPerUnit: 1,
+  /** The adapter's compute units for wave planning: undefined looks them up (`computeUnits`), null turns the
+   *  planning off, a number overrides. */
+  units: undefined,
   /** Store full tiles straight from the accumulators to C (else every tile goes through the scratch). */
   direct: true,
   /** Unroll the fragment loops into named accumulators (`tcMatrixCode`). Measured on an H200 (2026-11-24,
@@ -252,15 +289,33 @@ export function tcTileKey(t: TcTile): string {
   return `${t.bm}x${t.bn}x${t.bk}-${t.sgm}x${t.sgn}-v${t.vw ?? 8}-b${t.nbuf ?? 2}${t.cm ? '-cm' : ''}${t.hoist ? '-h' : ''}${t.derive ? 'd' : ''}${t.ilv ? '-i' : ''}${t.gm ? `-g${t.gm}` : ''}${t.cs ? `-c${t.cs}` : ''}${t.pf === 2 ? '-p2' : ''}${t.bv ? '-bv' : ''}${t.sd ? '-sd' : ''}${t.sde ? 'e' : ''}${t.ablate ? `-${t.ablate}` : ''}`;
 }
 
-/** The tile `auto` runs for a product: the big one (TN's own for that layout) when the product has enough of
- *  them, else the small one, each only if it fits the device (else 128x64, else 64x64). */
-export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number>, l: Pick<TcLaunch, 'M' | 'N' | 'batch' | 'transA' | 'transB'>): TcTile {
+/** The tile `auto` runs for a product: the big one (TN's own for that layout; for NT, where `wave` (tiles at once)
+ *  is known, the 64-deep one if its waves are worth it) when the product has enough of them, else the small one,
+ *  each only if it fits the device (else 128x64, else 64x64). */
+export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number>, l: Pick<TcLaunch, 'M' | 'N' | 'batch' | 'transA' | 'transB'>, wave?: number | null): TcTile {
   const big = TC_TILES[tcTuning.big];
   const tiles = Math.ceil(l.M / big.bm) * Math.ceil(l.N / big.bn) * l.batch;
   const bigs: TcTileName[] = l.transA && !l.transB ? [tcTuning.bigTN, tcTuning.big, tcTuning.bigAlt] : [tcTuning.big, tcTuning.bigAlt];
+  // NT with known compute units: the 64-deep tile where its waves take less time than the big tile's
+  const nt = TC_TILES[tcTuning.bigNT];
+  if (wave && !l.transA && l.transB && tiles >= tcTuning.minBigTiles && !tcTileProblem(nt, plan, limits, false, true))
+    if (tcWaves(nt, l, wave) * tcTuning.bigNTWave < tcWaves(big, l, wave) * (1 - tcTuning.bigNTMargin)) bigs.unshift(tcTuning.bigNT);
   const order: TcTileName[] = tiles >= tcTuning.minBigTiles ? [...bigs, tcTuning.small, 't128x64', 't64x64'] : [tcTuning.small, 't128x64', 't64x64'];
   for (const n of order) if (!tcTileProblem(TC_TILES[n], plan, limits, l.transA, l.transB)) return TC_TILES[n];
   throw new ShapeError(`matmul: no tensor-core tile fits this device (fragment ${plan.frag.M}x${plan.frag.N}x${plan.frag.K})`);
+}
+
+/** Waves of `wave` tiles (the tiles that run at once) that a product takes on tile t: its tiles over the wave,
+ *  rounded up (a last wave of a few tiles takes about a whole wave's time). */
+export function tcWaves(t: Pick<TcTile, 'bm' | 'bn'>, l: Pick<TcLaunch, 'M' | 'N' | 'batch'>, wave: number): number {
+  return Math.ceil((Math.ceil(l.M / t.bm) * Math.ceil(l.N / t.bn) * l.batch) / wave);
+}
+
+/** The wave (tiles at once) that `auto` plans with on this context, or null where the adapter's compute units
+ *  are not known (`computeUnits`; `tcTuning.units` overrides). */
+export function tcWave(ctx: Context): number | null {
+  const u = tcTuning.units === undefined ? computeUnits(ctx.info) : tcTuning.units;
+  return u ? u * tcTuning.tilesPerUnit : null;
 }
 
 /** WGSL extensions of the tensor-core kernel (`subgroups` for the subgroup_id / subgroup_invocation_id builtins). */
@@ -300,7 +355,7 @@ export const tensorCoresReady = kernelsReady;
  * portable kernel then).
  */
 export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: BufferBinding[]): boolean {
-  const t = l.tile ?? chooseTcTile(plan, ctx.info.limits, l);
+  const t = l.tile ?? chooseTcTile(plan, ctx.info.limits, l, tcWave(ctx));
   if (l.tile) {
     const why = tcTileProblem(t, plan, ctx.info.limits, l.transA, l.transB);
     if (why) throw new ShapeError(`matmul: tensor-core tile ${JSON.stringify(t)}: ${why}`);
