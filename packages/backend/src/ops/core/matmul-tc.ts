@@ -314,9 +314,16 @@ export function tcWaves(t: Pick<TcTile, 'bm' | 'bn'>, l: Pick<TcLaunch, 'M' | 'N
 /** The wave (tiles at once) that `auto` plans with on this context, or null where the adapter's compute units
  *  are not known (`computeUnits`; `tcTuning.units` overrides). */
 export function tcWave(ctx: Context): number | null {
-  const u = tcTuning.units === undefined ? computeUnits(ctx.info) : tcTuning.units;
+  let u = tcTuning.units;
+  if (u === undefined) {
+    // once per context (every tensor-core product asks)
+    u = units.get(ctx);
+    if (u === undefined) units.set(ctx, (u = computeUnits(ctx.info)));
+  }
   return u ? u * tcTuning.tilesPerUnit : null;
 }
+
+const units = new WeakMap<Context, number | null>();
 
 /** WGSL extensions of the tensor-core kernel (`subgroups` for the subgroup_id / subgroup_invocation_id builtins). */
 export const TC_ENABLES = ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'];
