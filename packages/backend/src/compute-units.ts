@@ -2,7 +2,7 @@
  * How many compute units (NVIDIA: streaming multiprocessors) an adapter has. WebGPU does not say; kernels that
  * plan their grid in waves (the tensor-core matmul, `matmul-tc.ts`) look the adapter's name up here. Facts from
  * the vendors' specifications; an adapter not listed gets null (no wave planning), and `RUSTY_COMPUTE_UNITS`
- * overrides the table (a positive integer; 0: unknown, no wave planning).
+ * overrides the table (a count of units; 0: unknown, no wave planning).
  */
 import type { ContextInfo } from './context';
 import { ConfigError } from './errors';

@@ -171,18 +171,18 @@ export const tcTuning: {
    *  276.1-276.3 / 260.7-261.4). Same area as `big`, so `minBigTiles` holds for both. (The band epilogue costs v59's
    *  NN about 3.5%, 249.4-249.7 as v61, so `big` keeps the fragment-at-a-time scratch.) */
   bigTN: 'v62',
-  /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
-   *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
-   *  197-200 on 8192x5632x2048. */
   /** The big tile of the NT layout (both operands K-major, as in `x W^T`) where the adapter's compute units are
    *  known (`tcWave`): v65, 128x192 with 64-deep slices. A wave of its tiles takes `bigNTWave` of the time of a
    *  wave of `big`'s (H100, 2026-12-07: 0.66 on 8192x5632x2048, 0.68 on 2048x5632x2048, 0.69-0.71 on 2048 x 2048),
    *  so `chooseTcTile` takes it where its waves times that are at least `bigNTMargin` fewer than `big`'s: 251 against
-   *  225 TFLOP/s on 8192x5632x2048 and 217 against 240 us on 2048x5632x2048 (the 1.1B LoRA step's gate / up
+   *  225 TFLOP/s on 8192x5632x2048 and 217-219 against 197-198 on 2048x5632x2048 (the 1.1B LoRA step's gate / up
    *  projections); 4096^3 and 8192x2048x5632 (6 waves against 4) keep `big`, within 1% of it. */
   bigNT: 'v65',
   bigNTWave: 0.66,
   bigNTMargin: 0.05,
+  /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
+   *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
+   *  197-200 on 8192x5632x2048. */
   bigAlt: 'v29',
   small: 't64x64',
   /** 96: a 2048 x 2048 output (128 big tiles, one wave on a 132-SM H200) runs the big tile. Measured in the 1.1B
