@@ -193,13 +193,13 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
     const a = view(A16, transA ? [K, M] : [M, K]);
     const b = view(B16, transB ? [N, K] : [K, N]);
     const c = view(C, [M, N]);
-    if (tile !== AUTO0) return () => void matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true, tcTile: tile });
     // auto0: auto without wave planning
+    const auto0 = tile === AUTO0;
     return () => {
       const u = tcTuning.units;
-      tcTuning.units = null;
+      if (auto0) tcTuning.units = null;
       try {
-        matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true });
+        matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true, tcTile: auto0 ? undefined : tile });
       } finally {
         tcTuning.units = u;
       }
