@@ -32,13 +32,19 @@
 //   ACCUM, DIRECT (store full tiles straight to C when there is no epilogue: alpha 1, no bias, no accumulate),
 //   GSCALE (see Bindings; never with DIRECT), and gscale() (the two factors' product, or 1 without GSCALE).
 //   The straight-line code at the //@ lines (`tcMatrixCode`): //@raster the workgroup's tile origin m0, n0 (row
-//   by row, or grouped: `gm` tile rows per column step), //@acc the accumulators (named acc_<i>_<j>, or an
+//   by row, or grouped: `gm` tile rows per column step), its batch bz and its K range [kb, ke) (the whole K, or
+//   with TAIL one chunk of a tail tile: see below), //@acc the accumulators (named acc_<i>_<j>, or an
 //   array in the reference "array" form), //@regs the staging registers, //@fetch0 / //@fetch the global loads
 //   of a slice at K offset kn into registers (with PF 2, //@fetch1 loads slice 1 into the second set and
 //   //@fetch picks the set by t % 2), //@stash0 / //@stash their stores into buffer sb, //@mma the fragment
 //   loads and multiply-accumulates of every SK step of buffer (ab, bb), //@direct and //@scratch the stores of C. CM variants fetch interior slices as CmT blocks (subgroupMatrixLoad from storage) and stash
 //   them with subgroupMatrixStore; edge slices take the element path.
 // Grid: x = ceil(N / BN), y = ceil(M / BM), z = batch. Workgroup: SGM * SGN * SG threads (SG fixed).
+// TAIL (a split tail, ops/core/matmul-tc.ts `tcTail`): params full, tiles, chunks, slices and a binding `part`
+//   (rw f32) follow. The grid is 1-D over x then y (linear workgroup index g), batch folded into the tile index
+//   (batch, tile row, tile column): workgroups g < full compute whole tiles as above; the next tiles * chunks
+//   compute chunk g' % chunks (slices BK-slices of K) of tile full + g' / chunks (g' = g - full) and store their
+//   raw accumulators to part [g', BM, BN] (//@part), which shaders/matmul-tc-tail.wgsl sums into C.
 // Scheme: each K-slice of A ([BM, BK], or [BK, BM] when A_T) and of B ([BK, BN], or [BN, BK] when B_T) is
 //   staged in workgroup memory exactly as stored (rows padded by 8 halves against bank conflicts) and read
 //   with row_major or col_major loads, so transposed operands cost nothing extra. The next slice is fetched
@@ -138,12 +144,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
   let wm0 = (sg / SGN) * WM;
   let wn0 = (sg % SGN) * WN;
   //@raster
-  let boa = wg.z * p.sa;
-  let bob = wg.z * p.sb;
+  let boa = bz * p.sa;
+  let bob = bz * p.sb;
   //@acc
   //@regs
-  let nt = (p.K + BK - 1u) / BK;
-  var kn = 0u;
+  let nt = (ke - kb + BK - 1u) / BK;
+  var kn = kb;
   //@fetch0
   {
     let sb = 0u;
@@ -151,14 +157,14 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
   }
   workgroupBarrier();
   if (PF == 2u && nt > 1u) {
-    kn = BK;
+    kn = kb + BK;
     //@fetch1
   }
   for (var t = 0u; t < nt; t++) {
     let cur = select(0u, t % 2u, NBUF == 2u);
     let more = t + 1u < nt;
     let par = t % 2u;
-    kn = (t + PF) * BK;
+    kn = kb + (t + PF) * BK;
     if (t + PF < nt) {
       //@fetch
     }
@@ -172,7 +178,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
     }
     workgroupBarrier();
   }
-  let cb = wg.z * p.M * p.N;
+  //@part
+  let cb = bz * p.M * p.N;
   if (DIRECT && m0 + BM <= p.M && n0 + BN <= p.N && p.alpha == 1.0) {
     //@direct
     return;

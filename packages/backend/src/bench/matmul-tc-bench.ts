@@ -7,14 +7,16 @@
  *
  *   bash .gpu/run.sh matmul-tc-bench [--no-check] [--no-bench] [--cases=TEXT] [--reps=N] [--tiles=t128x128,t64x64] [--no-direct]
  *                                    [--unroll]   (tcTuning.unroll: named accumulators instead of indexed arrays)
- *       --cases=TEXT runs only the check cases whose JSON contains TEXT (e.g. f32Image)
+ *       --cases=TEXT runs only the check cases whose JSON contains TEXT (e.g. f32Image; not the pipeline sequence)
  *   bash .gpu/run.sh matmul-tc-bench --probe   # pipeline-creation diagnosis: each variant in its own process
  *   bash .gpu/run.sh matmul-tc-bench --sweep[=v1,v2,...] [--ablate=t128x256k16,v2] [--shapes=4096] [--reps=20]
  *       every kernel variant of TC_TILES (and timing ablations of the variants named) over
  *       4096^3, 8192x2048x5632 and 8192x5632x2048 in NN / NT / TN: TFLOP/s and the largest relative error of
  *       sampled outputs against float64 per variant; the table comes last on stdout. `--shapes=2048` the 1.1B
- *       LoRA step's products instead (2048 tokens). 'auto' is what matmul picks (with wave planning where the
- *       adapter's compute units are known: `RUSTY_COMPUTE_UNITS` overrides), 'auto0' the same without it.
+ *       LoRA step's products instead (2048 tokens). 'auto' is what matmul picks (with wave planning and split
+ *       tails where the adapter's compute units are known: `RUSTY_COMPUTE_UNITS` overrides), 'auto0' the same
+ *       without any of it, 'auto-notail' / 'auto-novia' / 'auto-neither' without split tails / without x W^T through TN
+ *       (tcViaTN) / without both; 'v65+tail' a tile with its tail split where it can be.
  */
 import { spawnSync } from 'node:child_process';
 import probeWgsl from '../../../../shaders/matmul-tc-probe.wgsl';
@@ -170,12 +172,10 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   const B16 = upload(gpu, hostB, [maxEl], 'f16');
   const C = empty(gpu, [maxEl]);
   const view = (t: DeviceTensor, shape: number[]): DeviceTensor => ({ buffer: t.buffer, dtype: t.dtype, shape });
-  // 'auto': what matmul chooses by itself (tcTuning)
-  // 'auto0': auto without wave planning (tcTuning.units null)
-  const variants: [string, TcTile | undefined][] = names.map((n) => [n, n === 'auto' ? undefined : n === 'auto0' ? AUTO0 : TC_TILES[n as TcTileName]]);
+  const variants: [string, Variant][] = names.map((n) => [n, variantOf(n)]);
   log(JSON.stringify({ device: gpu.info.device, description: gpu.info.description, computeUnits: computeUnits(gpu.info), wave: tcWave(gpu) }));
   for (const v of opt('ablate')?.split(',') ?? [])
-    for (const ablate of ['nomma', 'nostage', 'nostore'] as const) variants.push([`${v}-${ablate}`, { ...TC_TILES[v as TcTileName], ablate }]);
+    for (const ablate of ['nomma', 'nostage', 'nostore'] as const) variants.push([`${v}-${ablate}`, { tile: { ...TC_TILES[v as TcTileName], ablate } }]);
   // the 1.1B LoRA step's products (2048 tokens) only with --shapes=2048
   const shapes = ([
     [4096, 4096, 4096],
@@ -187,33 +187,33 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
     [2048, 256, 2048],
   ] as [number, number, number][]).filter(([M]) => (opt('shapes') ? opt('shapes')!.split(',').includes(String(M)) : M !== 2048));
   const layouts = ['NN', 'NT', 'TN'];
-  const product = (tile: TcTile | undefined, M: number, N: number, K: number, layout: string) => {
+  const product = (v: Variant, M: number, N: number, K: number, layout: string) => {
     const transA = layout[0] === 'T';
     const transB = layout[1] === 'T';
     const a = view(A16, transA ? [K, M] : [M, K]);
     const b = view(B16, transB ? [N, K] : [K, N]);
     const c = view(C, [M, N]);
-    // auto0: auto without wave planning
-    const auto0 = tile === AUTO0;
     return () => {
-      const u = tcTuning.units;
-      if (auto0) tcTuning.units = null;
+      const { units, tail, viaTN } = tcTuning;
+      if (v.noWaves) tcTuning.units = null;
+      if (v.noTail) tcTuning.tail = false;
+      if (v.noViaTN) tcTuning.viaTN = null;
       try {
-        matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true, tcTile: auto0 ? undefined : tile });
+        matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true, tcTile: v.tile, tcTail: v.tail });
       } finally {
-        tcTuning.units = u;
+        Object.assign(tcTuning, { units, tail, viaTN });
       }
     };
   };
-  const fits = (tile: TcTile | undefined, layout: string) => !tile || tile === AUTO0 || !tcTileProblem(tile, plan, gpu.info.limits, layout[0] === 'T', layout[1] === 'T');
+  const fits = (v: Variant, layout: string) => !v.tile || !tcTileProblem(v.tile, plan, gpu.info.limits, layout[0] === 'T', layout[1] === 'T');
   // (1) build every pipeline (auto's tile depends on the shape)
   const t0 = performance.now();
-  for (const [, tile] of variants)
+  for (const [, v] of variants)
     for (const [M, N, K] of shapes)
       for (const layout of layouts)
-        if (fits(tile, layout))
+        if (fits(v, layout))
           try {
-            product(tile, M, N, K, layout)();
+            product(v, M, N, K, layout)();
           } catch (e) {
             if (!/not ready/.test((e as Error).message)) throw e;
           }
@@ -233,16 +233,16 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
     }
     log(`warmed up on ${n0}`);
   }
-  for (const [name, tile] of variants) {
+  for (const [name, v] of variants) {
     const entry: Record<string, unknown> = (table[name] = {});
     for (const [M, N, K] of shapes)
       for (const layout of layouts) {
         const key = `${M}x${N}x${K} ${layout}`;
-        if (!fits(tile, layout)) {
+        if (!fits(v, layout)) {
           entry[key] = null;
           continue;
         }
-        const f = product(tile, M, N, K, layout);
+        const f = product(v, M, N, K, layout);
         const row: Record<string, unknown> = { variant: name, M, N, K, layout };
         try {
           const s0 = performance.now();
@@ -264,17 +264,17 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   }
   // (3) correctness of sampled outputs
   const r = rng(99);
-  for (const [name, tile] of variants) {
+  for (const [name, v] of variants) {
     let worst = 0;
     for (const [M, N, K] of shapes)
       for (const layout of layouts) {
-        if (!fits(tile, layout)) continue;
+        if (!fits(v, layout)) continue;
         const transA = layout[0] === 'T';
         const transB = layout[1] === 'T';
         const c = view(C, [M, N]);
         poison(gpu, c);
         try {
-          product(tile, M, N, K, layout)();
+          product(v, M, N, K, layout)();
         } catch (e) {
           worst = Infinity;
           continue;
@@ -283,7 +283,8 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
         let num = 0;
         let den = 0;
         for (let q = 0; q < SAMPLES; q++) {
-          const m = Math.floor(r() * M);
+          // half of them in the last 256 rows (where a split tail's tiles are)
+          const m = q % 2 ? M - 1 - Math.floor(r() * Math.min(256, M)) : Math.floor(r() * M);
           const n = Math.floor(r() * N);
           let want = 0;
           for (let k = 0; k < K; k++) want += hostA[transA ? k * M + m : m * K + k]! * hostB[transB ? n * K + k : k * N + n]!;
@@ -293,7 +294,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
         }
         worst = Math.max(worst, num / den);
       }
-    table[name]!.maxRelErr = tile?.ablate ? `ablation (${worst.toPrecision(3)})` : +worst.toPrecision(3);
+    table[name]!.maxRelErr = v.tile?.ablate ? `ablation (${worst.toPrecision(3)})` : +worst.toPrecision(3);
   }
   if (failed.size) (table as Record<string, unknown>).tcFailures = [...tcFailures(gpu)].map(([k, e]) => `${k}: ${e.message.slice(0, 600)}`);
   release(gpu, A16, B16, C);
@@ -304,8 +305,28 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
 /** Milliseconds of back-to-back runs of a product before it is timed. */
 const SPIN_MS = 200;
 const SAMPLES = 48;
-/** The sweep's stand-in for 'auto0' (auto without wave planning). */
-const AUTO0: TcTile = { bm: 0, bn: 0, bk: 0, sgm: 0, sgn: 0 };
+/** What the sweep runs for one of its names: a tile of TC_TILES (`v65`), one with its tail split (`v65+tail`: with
+ *  the adapter's wave), or `auto` (what matmul picks), `auto0` (auto without wave planning, which also turns off
+ *  split tails and x W^T through TN), `auto-notail` (no split tails), `auto-novia` (no x W^T through TN),
+ *  `auto-neither`. */
+interface Variant {
+  tile?: TcTile;
+  tail?: boolean;
+  noWaves?: boolean;
+  noTail?: boolean;
+  noViaTN?: boolean;
+}
+
+function variantOf(name: string): Variant {
+  if (name === 'auto') return {};
+  if (name === 'auto0') return { noWaves: true };
+  if (name === 'auto-notail') return { noTail: true };
+  if (name === 'auto-novia') return { noViaTN: true };
+  if (name === 'auto-neither') return { noTail: true, noViaTN: true };
+  const [n, tail] = name.split('+');
+  if (!Object.hasOwn(TC_TILES, n!) || (tail !== undefined && tail !== 'tail')) throw new Error(`matmul-tc-bench: unknown variant '${name}'`);
+  return { tile: TC_TILES[n as TcTileName], ...(tail ? { tail: true } : {}) };
+}
 
 async function main() {
   const c = opt('child');
@@ -354,8 +375,11 @@ async function main() {
         log(`check ${r.name}: ${r.relErr}`);
         results.push(r);
       }
-      log('pipeline sequence');
-      results.push(...(await pipelineSequence(ctx)));
+      // (a filtered run checks its cases only)
+      if (!only) {
+        log('pipeline sequence');
+        results.push(...(await pipelineSequence(ctx)));
+      }
     }
     const bad = results.filter((r) => !(r.relErr < (r.tol ?? TC_TOL)));
     failed = bad.length > 0 || !('frag' in plan);

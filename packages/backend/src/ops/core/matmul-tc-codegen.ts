@@ -67,6 +67,9 @@ export interface TcFlags {
   DIRECT: boolean;
   /** The product is also multiplied by the two f32 factors in binding `gs` (the f16x3 split's 1 / (sA sB)). */
   GSCALE: boolean;
+  /** A split tail (`tcTail`): a linear grid whose last workgroups compute K chunks of the last tiles into binding
+   *  `part` (see shaders/matmul-tc.wgsl). Optional: absent is false. */
+  TAIL?: boolean;
 }
 
 const NO_FLAGS: TcFlags = { VEC_A: false, VEC_B: false, HAS_BIAS: false, ACCUM: false, DIRECT: false, GSCALE: false };
@@ -143,7 +146,7 @@ function operandCode(x: 'a' | 'b', vw: 2 | 8, cm: boolean, bv: boolean): string 
 }
 
 /** Names of the //@ lines of `shaders/matmul-tc.wgsl` that `tcMatrixCode` fills. */
-export type TcHook = 'raster' | 'acc' | 'regs' | 'fetch0' | 'stash0' | 'fetch1' | 'fetch' | 'stash' | 'mma' | 'direct' | 'scratch';
+export type TcHook = 'raster' | 'acc' | 'regs' | 'fetch0' | 'stash0' | 'fetch1' | 'fetch' | 'stash' | 'mma' | 'part' | 'direct' | 'scratch';
 
 /**
  * The straight-line code of `shaders/matmul-tc.wgsl` at its //@ lines for a tile on a fragment and layout:
@@ -151,7 +154,7 @@ export type TcHook = 'raster' | 'acc' | 'regs' | 'fetch0' | 'stash0' | 'fetch1' 
  * CM variants), the fragment loads and multiply-accumulates of every SK step of a slice, and the stores of C.
  * `unroll` false gives the reference array form of the accumulators (indexed in loops; measured slow).
  */
-export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, transA = false, transB = false): Record<TcHook, string> {
+export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, transA = false, transB = false, tail = false): Record<TcHook, string> {
   const { M: SM, N: SN, K: SK } = plan.frag;
   const wg = t.sgm * t.sgn * plan.subgroupSize;
   const nsg = t.sgm * t.sgn;
@@ -245,8 +248,29 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     ];
     stashSet = (s) => [`if (inb) {\n  ${[...cmStash('a', transA), ...cmStash('b', transB)].join('\n  ')}\n} else {\n  ${slowStash(s).join('\n  ')}\n}`];
   }
-  // the workgroup's tile: row by row, or in groups of gm tile rows
-  const raster = t.gm
+  // the workgroup's tile: row by row, or in groups of gm tile rows; with a split tail, from the linear workgroup
+  // index (whole tiles first, then the chunks of the tail tiles)
+  const raster = tail
+    ? [
+        'let ntx = (p.N + BN - 1u) / BN;',
+        'let nxy = ntx * ((p.M + BM - 1u) / BM);',
+        'let gid = wg.y * nwg.x + wg.x;',
+        'if (gid >= p.full + p.tiles * p.chunks) { return; }',
+        'var tile = gid;',
+        'var kb = 0u;',
+        'var ke = p.K;',
+        'var rec = 0xffffffffu;',
+        'if (gid >= p.full) {',
+        '  rec = gid - p.full;',
+        '  tile = p.full + rec / p.chunks;',
+        '  kb = (rec % p.chunks) * p.slices * BK;',
+        '  ke = min(p.K, kb + p.slices * BK);',
+        '}',
+        'let bz = tile / nxy;',
+        'let m0 = ((tile % nxy) / ntx) * BM;',
+        'let n0 = ((tile % nxy) % ntx) * BN;',
+      ].join('\n')
+    : (t.gm
     ? [
         'let gid = wg.y * nwg.x + wg.x;',
         `let per = ${t.gm}u * nwg.x;`,
@@ -255,7 +279,7 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
         'let m0 = (g0 + (gid % per) % gs) * BM;',
         'let n0 = ((gid % per) / gs) * BN;',
       ].join('\n')
-    : 'let m0 = wg.y * BM;\nlet n0 = wg.x * BN;';
+    : 'let m0 = wg.y * BM;\nlet n0 = wg.x * BN;') + '\nlet bz = wg.z;\nlet kb = 0u;\nlet ke = p.K;';
   // with two sets, slice t + 2 is fetched into set t % 2 while slice t + 1 is stashed from the other one (`par`
   // is t % 2; the branches are uniform across the workgroup)
   const code = (c: string[]) => c.join('\n');
@@ -287,6 +311,7 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
       ...staging,
       acc: 'var acc: array<Acc, FM * FN>;',
       mma: t.ablate === 'nomma' ? '' : mma,
+      part: partStores(tail, ['for (var i = 0u; i < FM; i++) {', '  for (var j = 0u; j < FN; j++) {', '    subgroupMatrixStore<row_major>(&part, pb + (wm0 + i * SM) * BN + wn0 + j * SN, acc[i * FN + j], BN);', '  }', '}']),
       direct: noStore(t, `for (var i = 0u; i < FM; i++) {
       for (var j = 0u; j < FN; j++) {
         let o = cb + (m0 + wm0 + i * SM) * p.N + n0 + wn0 + j * SN;
@@ -322,6 +347,7 @@ export function tcMatrixCode(t: TcTile, plan: TensorCorePlan, unroll: boolean, t
     ...staging,
     acc: IJ.map(([i, j]) => `var acc_${i}_${j}: Acc;`).join('\n'),
     mma: t.ablate === 'nomma' ? '' : mma.join('\n'),
+    part: partStores(tail, IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&part, pb + (wm0 + ${i * SM}u) * BN + wn0 + ${j * SN}u, acc_${i}_${j}, BN);`)),
     direct: noStore(t, t.sd ? bandStores(t, plan, I, J) : IJ.map(([i, j]) => `subgroupMatrixStore<row_major>(&c, cb + (m0 + wm0 + ${i * SM}u) * p.N + n0 + wn0 + ${j * SN}u, acc_${i}_${j}, p.N);`).join('\n')),
     // subgroups sg with sg / CSLOTS == round use the scratch in that round (`sde`: the bands, with the epilogue)
     scratch: t.sd && t.sde ? bandStores(t, plan, I, J, true) : IJ.map(
@@ -369,6 +395,13 @@ function bandStores(t: TcTile, plan: TensorCorePlan, I: number[], J: number[], e
   ].join('\n');
 }
 
+/** A split tail's chunk workgroups (`rec` set by the raster) store their raw accumulators to their record of
+ *  `part` ([BM, BN], rows past C's edge included) and are done; other workgroups go on to the stores of C. */
+function partStores(tail: boolean, stores: string[]): string {
+  if (!tail) return '';
+  return ['if (rec != 0xffffffffu) {', '  let pb = rec * BM * BN;', ...stores.map((l) => `  ${l}`), '  return;', '}'].join('\n');
+}
+
 /** The stores of full tiles, or for the `nostore` ablation the same stores behind `p.one == 7` (p.one is always
  *  1): the compiler cannot drop the product, and nothing is written. */
 function noStore(t: TcTile, code: string): string {
@@ -377,7 +410,7 @@ function noStore(t: TcTile, code: string): string {
 
 /** The whole WGSL of a tensor-core kernel: the prelude and `shaders/matmul-tc.wgsl` with its generated code. */
 export function tcSource(plan: TensorCorePlan, t: TcTile, transA: boolean, transB: boolean, flags: TcFlags = NO_FLAGS, unroll = false): string {
-  const m = tcMatrixCode(t, plan, unroll, transA, transB);
+  const m = tcMatrixCode(t, plan, unroll, transA, transB, !!flags.TAIL);
   const body = tcWgsl.replace(/^(\s*)\/\/@(\w+)$/gm, (_, ind: string, k: TcHook) => {
     if (!(k in m)) throw new Error(`matmul-tc.wgsl: unknown hook //@${k}`);
     return m[k]

@@ -33,6 +33,12 @@ export interface TcCase {
   f32Image?: 'highest' | 'high';
   /** With f32Image: B stored as f16 (f16-valued, about 300), its own image (no `prepareF16Images`). */
   bF16?: boolean;
+  /** Plan with waves of this many tiles and split the tail (`tcTail`; with `tile`, forced): the case fails unless
+   *  the product ran as the split kernel and the summing kernel. */
+  wave?: number;
+  /** Run as the TN product of transposed copies (`tcViaTN`, forced): the case fails unless it ran as the two
+   *  transposes and one product. */
+  viaTN?: boolean;
 }
 
 export interface TcResult {
@@ -81,18 +87,28 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
   reset();
   const tile: TcTile | undefined = c.tile ? TC_TILES[c.tile] : undefined;
   const precision = c.f32High ? ('high' as const) : c.f32Image;
-  const run = () => matmul(ctx, A, B, { transA: c.transA, transB: c.transB, alpha: c.alpha, bias, accumulate: c.accumulate, out, tensorCores: true, tcTile: tile, precision });
+  const run = () => matmul(ctx, A, B, { transA: c.transA, transB: c.transB, alpha: c.alpha, bias, accumulate: c.accumulate, out, tensorCores: true, tcTile: tile, tcTail: c.wave ? true : undefined, tcViaTN: c.viaTN, precision });
+  const planning = { units: tcTuning.units, tilesPerUnit: tcTuning.tilesPerUnit };
+  if (c.wave) Object.assign(tcTuning, { units: c.wave, tilesPerUnit: 1 });
   // a kernel's first use starts its asynchronous check (see matmul-tc.ts); wait for it, then run for real
+  let dispatches = ctx.stats.dispatches;
   try {
-    run();
-  } catch (e) {
-    if (!/not ready/.test((e as Error).message)) throw e;
-    await tensorCoresReady(ctx);
-    const failed = [...tcFailures(ctx)];
-    if (failed.length) throw new Error(failed.map(([k, err]) => `${k}: ${err.message}`).join('\n'));
-    reset();
-    run();
+    try {
+      run();
+    } catch (e) {
+      if (!/not ready/.test((e as Error).message)) throw e;
+      await tensorCoresReady(ctx);
+      const failed = [...tcFailures(ctx)];
+      if (failed.length) throw new Error(failed.map(([k, err]) => `${k}: ${err.message}`).join('\n'));
+      reset();
+      dispatches = ctx.stats.dispatches;
+      run();
+    }
+    // a split tail is the product's kernel and the summing kernel, nothing else
+    if (c.wave && ctx.stats.dispatches - dispatches !== 2) throw new Error(`matmul-tc case: wave ${c.wave} did not split the tail (${ctx.stats.dispatches - dispatches} dispatches)`);
+    if (c.viaTN && ctx.stats.dispatches - dispatches !== 3) throw new Error(`matmul-tc case: not run through TN (${ctx.stats.dispatches - dispatches} dispatches)`);
   } finally {
+    Object.assign(tcTuning, planning);
     if (c.f32Image) {
       Object.assign(f16ImageTuning, tuning);
       releaseF16Images(ctx);
@@ -122,6 +138,8 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
     c.tile ?? '',
     c.f32High ? 'f32 high' : '',
     c.f32Image ? `f32 image ${c.f32Image}${c.bF16 ? ' (B f16)' : ''}` : '',
+    c.wave ? `tail wave ${c.wave}` : '',
+    c.viaTN ? 'via TN' : '',
   ].filter(Boolean);
   const name = `${layout} ${M}x${N}x${K}${extra.length ? ' ' + extra.join(' ') : ''}`;
   return { name, relErr: relErr(got, want), ...(f32 ? { tol: TC_HIGH_TOL } : {}) };
@@ -187,6 +205,23 @@ export function tcCases(ctx: Context): TcCase[] {
     if (fits(true, false)) cases.push({ M: 130, N: 264, K: 200, transA: true, alpha: 0.5, accumulate: true, tile });
     if (fits(false, true)) cases.push({ M: 129, N: 257, K: 97, batchA: 3, transB: true, bias: true, accumulate: true, tile });
   }
+  // split tails (tcTail) on waves small enough for these sizes: every layout, partial tiles in the tail, chunks of
+  // unequal length, a batch across the tail, alpha; the tiles auto takes and the small one, and auto itself
+  for (const tile of [tcTuning.bigNT, tcTuning.big, tcTuning.bigTN, 't64x64'] as const)
+    for (const [transA, transB] of [[false, false], [false, true], [true, false]] as const) {
+      if (!('frag' in plan) || tcTileProblem(TC_TILES[tile], plan, ctx.info.limits, transA, transB)) continue;
+      const t = TC_TILES[tile];
+      // 4 x 4 tiles (the last row and column partial), waves of 7: 14 whole, the last 2 in 2 chunks of 6 and 5
+      // slices (the last one partial)
+      cases.push({ M: 3 * t.bm + 5, N: 3 * t.bn + 8, K: 10 * t.bk + 11, transA, transB, alpha: 0.5, wave: 7, tile });
+    }
+  cases.push({ M: 100, N: 130, K: 600, batchA: 3, batchB: 3, wave: 8, tile: 't64x64' }); // tiles 16 and 17: batch 2
+  cases.push({ M: 300, N: 200, K: 700, transB: true, wave: 6, tile: 't64x64' }); // 2 tail tiles in 3 chunks
+  cases.push({ M: 1536, N: 1536, K: 520, transB: true, wave: 132 }); // auto: 576 tiles of 64 x 64, 48 split in 2
+  // x W^T as the TN product of transposed copies (forced: the model takes it for large products only), with the
+  // epilogues
+  cases.push({ M: 264, N: 200, K: 328, transB: true, viaTN: true });
+  cases.push({ M: 128, N: 72, K: 64, transB: true, alpha: 0.5, bias: true, accumulate: true, viaTN: true });
   return cases;
 }
 

@@ -7,7 +7,7 @@ import { randn, relErr } from '../../testing';
 import { matmulRef, roundTo } from './core.ref';
 import { matmul, matmulPath } from './matmul';
 import { computeUnits } from '../../compute-units';
-import { chooseTcTile, matmulTc, tcWaves, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSharedBytes, tcSource, tcTileKey, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
+import { chooseTcTile, matmulTc, tcTail, tcTailSum, tcViaTN, tcWaves, tcWaveTime, tcKernelDef, TC_TILES, tcFailures, tcPrelude, tcSharedBytes, tcSource, tcTileKey, tcTileProblem, tcTuning, tensorCorePlan, tensorCoresReady, type TensorCorePlan } from './matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases } from './matmul-tc.cases';
 
 const ctx: Context = await createContext();
@@ -104,15 +104,55 @@ describe('tensor-core path selection (runs everywhere)', () => {
     const v65 = TC_TILES[tcTuning.bigNT];
     const big = TC_TILES[tcTuning.big];
     const nt = { M: 4096, N: 4096, batch: 1, transA: false, transB: true };
-    // 4096^3: 704 tiles of 128 x 192 (6 waves of 132) against 512 of 128 x 256 (4 waves): the big tile
+    // 4096^3: 704 tiles of 128 x 192 (6 waves of 132) against 512 of 128 x 256 (4 waves): the big tile in whole
+    // waves; with K known, v65's last 44 tiles split in 3 chunks of 22, 22 and 20 of 64 slices: 5 + 22 / 64 + 0.1
+    // waves against 4 (x 0.66 against x 0.95)
     expect(tcWaves(v65, nt, 132)).toBe(6);
     expect(tcWaves(big, nt, 132)).toBe(4);
     expect(chooseTcTile(nv, H200_LIMITS, nt, 132)).toBe(big);
+    expect(tcTail(v65, { ...nt, K: 4096 }, 132)).toEqual({ full: 660, tiles: 44, chunks: 3, slices: 22 });
+    expect(tcTail(big, { ...nt, K: 4096 }, 132)).toBeNull(); // 512 = 3 x 132 + 116: more than half a wave
+    expect(tcWaveTime(v65, { ...nt, K: 4096 }, 132)).toBeCloseTo(5 + 22 / 64 + tcTuning.tailCost, 12);
+    expect(tcWaveTime(big, { ...nt, K: 4096 }, 132)).toBe(4);
+    expect(chooseTcTile(nv, H200_LIMITS, { ...nt, K: 4096 }, 132)).toBe(v65);
+    // 8192 x 2048 x 5632: 704 tiles again, K in 88 slices: 3 chunks of 30, 30, 28
+    expect(tcTail(v65, { ...nt, M: 8192, N: 2048, K: 5632 }, 132)).toEqual({ full: 660, tiles: 44, chunks: 3, slices: 30 });
+    expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 8192, N: 2048, K: 5632 }, 132)).toBe(v65);
+    // a short K (chunks of at least tailMinSlices), a tail of more than half a wave, no whole wave, grouped rasters
+    expect(tcTail(v65, { ...nt, K: 512 }, 132)).toEqual({ full: 660, tiles: 44, chunks: 2, slices: 4 });
+    expect(tcTail(v65, { ...nt, K: 448 }, 132)).toBeNull(); // 7 slices
+    expect(tcTail(v65, { ...nt, M: 8192, N: 5632, K: 2048 }, 132)).toBeNull(); // 1920 = 14 x 132 + 72
+    expect(tcTail(v65, { ...nt, M: 1024, N: 1024, K: 4096 }, 132)).toBeNull(); // 48 tiles
+    expect(tcTail({ ...v65, gm: 8 }, { ...nt, K: 4096 }, 132)).toBeNull();
+    // x W^T through TN (transposed copies): 4096^3 and 8192 x 5632 x 2048 by the model; not the LoRA step's 2048-token
+    // products, 8192 x 2048 x 5632, other layouts, batches, strided or unaligned operands, unknown compute units
+    const lt = (M: number, N: number, K: number, o: object = {}) => ({ M, N, K, batch: 1, transA: false, transB: true, lda: K, ldb: K, ...o });
+    const via = tcTuning.viaTN;
+    tcTuning.viaTN = { nt: 245, tn: 280, bw: 2.4e12, margin: 0.02 };
+    expect(tcViaTN(lt(4096, 4096, 4096), 132)).toBe(true);
+    expect(tcViaTN(lt(8192, 5632, 2048), 132)).toBe(true);
+    expect(tcViaTN(lt(2048, 5632, 2048), 132)).toBe(false);
+    expect(tcViaTN(lt(8192, 2048, 5632), 132)).toBe(false);
+    expect(tcViaTN(lt(4096, 4096, 4096), null)).toBe(false);
+    expect(tcViaTN(lt(4096, 4096, 4096, { transB: false }), 132)).toBe(false);
+    expect(tcViaTN(lt(4096, 4096, 4096, { batch: 2 }), 132)).toBe(false);
+    expect(tcViaTN(lt(4096, 4096, 4096, { lda: 4104 }), 132)).toBe(false);
+    expect(tcViaTN(lt(4096, 4092, 4096), 132)).toBe(false);
+    expect(tcViaTN(lt(4096, 4096, 4096, { viaTN: false }), 132)).toBe(false);
+    expect(tcViaTN(lt(64, 64, 64, { viaTN: true }), null)).toBe(true);
+    tcTuning.viaTN = null;
+    expect(tcViaTN(lt(4096, 4096, 4096), 132)).toBe(false);
+    tcTuning.viaTN = via;
+    const tuned = tcTuning.tail;
+    tcTuning.tail = false;
+    expect(chooseTcTile(nv, H200_LIMITS, { ...nt, K: 4096 }, 132)).toBe(big);
+    tcTuning.tail = tuned;
     // 8192 x 5632: 1920 tiles (15 waves) against 1408 (11 waves): 15 x 0.66 = 9.9 < 11 x 0.95
     expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 8192, N: 5632 }, 132)).toBe(v65);
     // the 1.1B LoRA step's gate / up projections, 2048 x 5632: 4 waves against 3; 2048 x 2048: 2 against 1
     expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 2048, N: 5632 }, 132)).toBe(v65);
     expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 2048, N: 2048 }, 132)).toBe(big);
+    expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 2048, N: 2048, K: 2048 }, 132)).toBe(big); // 1.44 x 0.66 against 0.95
     // other layouts, unknown compute units, a wave of another size
     expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 8192, N: 5632, transB: false }, 132)).toBe(big);
     expect(chooseTcTile(nv, H200_LIMITS, { ...nt, M: 8192, N: 5632 }, null)).toBe(big);
@@ -133,6 +173,37 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(() => named('NVIDIA H100', '-1')).toThrow(ConfigError);
   });
 
+  it('sums a split tail\'s chunks in order into its tiles of C (times alpha), within C\'s bounds and nowhere else', async () => {
+    // 2 x [37, 50] on 16 x 24 tiles: 3 x 3 per batch (the last row and column partial), 18 in all; the last 4 (batch
+    // 1: the last tile of row 1 and all of row 2) in 3 chunks each
+    const [M, N, bm, bn, batch] = [37, 50, 16, 24, 2];
+    const tail = { full: 14, tiles: 4, chunks: 3, slices: 1 };
+    const pv = randn(tail.tiles * tail.chunks * bm * bn, 91);
+    const part = upload(ctx, pv, [pv.length]);
+    const out = upload(ctx, new Float32Array(batch * M * N), [batch, M, N]);
+    poison(ctx, out);
+    const alpha = -0.75;
+    tcTailSum(ctx, part.buffer, out.buffer, { bm, bn }, { M, N, alpha }, tail);
+    const got = await download(ctx, out);
+    const want = new Float32Array(batch * M * N).fill(NaN);
+    for (let r = 0; r < tail.tiles; r++) {
+      const tile = tail.full + r;
+      const [z, ty, tx] = [Math.floor(tile / 9), Math.floor((tile % 9) / 3), tile % 3];
+      for (let e = 0; e < bm * bn; e++) {
+        const [m, n] = [ty * bm + Math.floor(e / bn), tx * bn + (e % bn)];
+        if (m >= M || n >= N) continue;
+        let sum = 0;
+        for (let j = 0; j < tail.chunks; j++) sum = Math.fround(sum + Math.fround(pv[(r * tail.chunks + j) * bm * bn + e]!));
+        want[z * M * N + m * N + n] = Math.fround(alpha * sum);
+      }
+    }
+    const written = want.filter((x) => !Number.isNaN(x)).length;
+    expect(written).toBe(16 * 2 + 5 * 24 + 5 * 24 + 5 * 2); // tile (1, 2): 16 rows of 2 columns; row 2: 5 rows
+    expect(got.filter((x) => !Number.isNaN(x)).length).toBe(written);
+    for (let i = 0; i < want.length; i++) if (!Number.isNaN(want[i]!)) expect(got[i]).toBe(want[i]);
+    release(ctx, part, out);
+  });
+
   it.runIf(ctx.info.features.shaderF16 && ctx.info.features.subgroups)('the kernel compiles for every tile and layout with subgroup-uniformity-checking stand-ins for the subgroup-matrix builtins', async () => {
     // Adapters without subgroup matrices cannot compile the real kernel, but Tint's uniformity analysis runs
     // everywhere: each stand-in demands subgroup-uniform arguments as the real builtins do (a subgroup op under
@@ -140,7 +211,7 @@ describe('tensor-core path selection (runs everywhere)', () => {
     // skip_validation, fails here (the second half checks that it does).
     const nv = tensorCorePlan(fakeInfo({ configs: NVIDIA })) as TensorCorePlan;
     const compileErrors = async (code: string, gscale = false) => {
-      const def = tcKernelDef(code, 'f16', gscale);
+      const def = tcKernelDef(code, 'f16', gscale, /const TAIL: bool = true/.test(code));
       const src = kernelSource({ name: 'matmul-tc-stub', ...def, enables: ['f16', 'subgroups'] });
       ctx.device.pushErrorScope('validation');
       const info = await ctx.device.createShaderModule({ code: src }).getCompilationInfo();
@@ -162,6 +233,8 @@ fn stub_need(x: u32) { if (x == 0xffffffffu) { stub_sink = subgroupAdd(1.0); } }
 fn stub_mma(a: f32, b: f32, c: f32) -> f32 { return a * b + c; }
 fn stub_store_c(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); c[o] = v; }
 ` +
+        // a split tail's chunks store their accumulators to binding part
+        (/const TAIL: bool = true/.test(code) ? 'fn stub_store_part(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); part[o] = v; }\n' : '') +
         // the staged slices and the scratch: arrays, or views of one buffer (bv tiles; the base in bytes)
         (/var<workgroup> smem: buffer/.test(code)
           ? `
@@ -198,6 +271,15 @@ fn stub_store_Bs(o: u32, v: f32, s: u32) { stub_need(o); stub_need(s); Bs[o] = f
     const gs = { VEC_A: true, VEC_B: true, HAS_BIAS: true, ACCUM: true, DIRECT: false, GSCALE: true };
     for (const [ta, tb] of [[false, false], [false, true], [true, false], [true, true]] as const)
       for (const e of await compileErrors(stub(tcSource(nv, TC_TILES[tcTuning.big], ta, tb, gs)), true)) errors.push(`gscale ${ta}${tb}: ${e}`);
+    // split tails (linear grid, K chunks, partial stores), array and unrolled forms, the tiles auto takes
+    const tail = { VEC_A: true, VEC_B: true, HAS_BIAS: false, ACCUM: false, DIRECT: true, GSCALE: false, TAIL: true };
+    for (const unroll of [false, true])
+      for (const t of [tcTuning.big, tcTuning.bigTN, tcTuning.bigNT, tcTuning.small, 'v30'] as const)
+        for (const [ta, tb] of [[false, false], [false, true], [true, false]] as const) {
+          const src = tcSource(nv, TC_TILES[t], ta, tb, tail, unroll);
+          expect(src).toMatch(/subgroupMatrixStore<row_major>\(&part, pb \+/);
+          for (const e of await compileErrors(stub(src))) errors.push(`tail ${t} ${ta}${tb}${unroll ? ' unrolled' : ''}: ${e}`);
+        }
     expect(errors).toEqual([]);
     // the subgroup index computed from local_invocation_index is not subgroup-uniform: rejected
     const bad = stub(tcSource(nv, TC_TILES.t64x64, false, false)).replace('@builtin(subgroup_id) sg: u32', '@builtin(subgroup_size) sgs_: u32')

@@ -9,12 +9,16 @@
  * the fragment and the device limits, so one tile list serves 16x16x16, 16x8x16 and 8x8x8 hardware.
  */
 import { computeUnits } from '../../compute-units';
-import type { BufferBinding, Context, ContextInfo, SubgroupMatrixConfig } from '../../context';
+import type { GpuBuffer } from '../../buffer-pool';
+import type { BufferBinding, Context, ContextInfo, Kernel, SubgroupMatrixConfig } from '../../context';
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import type { KernelDef, ParamSpec } from '../../kernel';
-import { checkedKernel, kernelFailed, kernelFailures, kernelsReady } from '../../kernel-cache';
+import { cachedKernel, checkedKernel, kernelFailed, kernelFailures, kernelsReady } from '../../kernel-cache';
+import { grid1d, grid2d } from '../../grid';
+import tailWgsl from '../../../../../shaders/matmul-tc-tail.wgsl';
 import { tcSlice, tcSharedBytes, tcSource, type TcFlags } from './matmul-tc-codegen';
+import { transpose } from './transpose';
 
 export { tcMatrixCode, tcPrelude, tcSharedBytes, tcSource, type TcFlags, type TcHook } from './matmul-tc-codegen';
 
@@ -156,6 +160,10 @@ export const tcTuning: {
   bigNT: TcTileName;
   bigNTWave: number;
   bigNTMargin: number;
+  tail: boolean;
+  tailMinSlices: number;
+  tailCost: number;
+  viaTN: { nt: number; tn: number; bw: number; margin: number } | null;
   bigAlt: TcTileName;
   small: TcTileName;
   minBigTiles: number;
@@ -180,6 +188,20 @@ export const tcTuning: {
   bigNT: 'v65',
   bigNTWave: 0.66,
   bigNTMargin: 0.05,
+  /** Split the tail where the compute units are known (`tcTail`): a last wave of at most half the units' tiles runs
+   *  as K chunks of them in the same dispatch, summed by a second kernel. */
+  tail: true,
+  /** The fewest BK-slices of K in a chunk of a split tail. */
+  tailMinSlices: 4,
+  /** What a split tail costs beyond its chunks' time, in waves (the partial stores and the summing kernel):
+   *  `tcWaveTime` counts it where it compares tiles. */
+  tailCost: 0.1,
+  /** x W^T through TN where the compute units are known (`tcViaTN`): both operands transposed by the 16-bit tiled
+   *  transpose, then the TN product, when its model time (TFLOP/s `tn`, the copies' bytes at `bw` bytes/s) is at
+   *  least `margin` below the NT product's (TFLOP/s `nt`); null turns it off. Off until measured on the GPU (the
+   *  H100's NT runs 239-250 TFLOP/s with v65 and split tails, TN 273-292 with `bigTN`; the H100's numbers would be
+   *  about { nt: 245, tn: 280, bw: 2.4e12, margin: 0.02 }). */
+  viaTN: null,
   /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
    *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
    *  197-200 on 8192x5632x2048. */
@@ -282,6 +304,12 @@ export interface TcLaunch extends MatmulLaunch {
   tile?: TcTile;
   /** Multiply the product by the factors in a fifth binding (see `TcFlags.GSCALE`). */
   gscale?: boolean;
+  /** Split the tail (`tcTail`, where the compute units are known and there is no bias, accumulate or gscale):
+   *  default where `auto` chose the tile; true also with a forced tile; false never. */
+  tail?: boolean;
+  /** Run x W^T through TN (`tcViaTN`) where `auto` chooses the tile: where the model says it pays (default),
+   *  wherever the layout and dims allow (true), never (false). */
+  viaTN?: boolean;
 }
 
 /** A tile's identity in kernel names and cache keys, e.g. `128x256x32-2x4-v2-b1-cm`. */
@@ -292,14 +320,14 @@ export function tcTileKey(t: TcTile): string {
 /** The tile `auto` runs for a product: the big one (TN's own for that layout; for NT, where `wave` (tiles at once)
  *  is known, the 64-deep one if its waves are worth it) when the product has enough of them, else the small one,
  *  each only if it fits the device (else 128x64, else 64x64). */
-export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number>, l: Pick<TcLaunch, 'M' | 'N' | 'batch' | 'transA' | 'transB'>, wave?: number | null): TcTile {
+export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number>, l: Pick<TcLaunch, 'M' | 'N' | 'batch' | 'transA' | 'transB'> & Partial<Pick<TcLaunch, 'K'>>, wave?: number | null): TcTile {
   const big = TC_TILES[tcTuning.big];
   const tiles = Math.ceil(l.M / big.bm) * Math.ceil(l.N / big.bn) * l.batch;
   const bigs: TcTileName[] = l.transA && !l.transB ? [tcTuning.bigTN, tcTuning.big, tcTuning.bigAlt] : [tcTuning.big, tcTuning.bigAlt];
   // NT with known compute units: the 64-deep tile where its waves take less time than the big tile's
   const nt = TC_TILES[tcTuning.bigNT];
   if (wave && !l.transA && l.transB && tiles >= tcTuning.minBigTiles && !tcTileProblem(nt, plan, limits, false, true))
-    if (tcWaves(nt, l, wave) * tcTuning.bigNTWave < tcWaves(big, l, wave) * (1 - tcTuning.bigNTMargin)) bigs.unshift(tcTuning.bigNT);
+    if (tcWaveTime(nt, l, wave) * tcTuning.bigNTWave < tcWaveTime(big, l, wave) * (1 - tcTuning.bigNTMargin)) bigs.unshift(tcTuning.bigNT);
   const order: TcTileName[] = tiles >= tcTuning.minBigTiles ? [...bigs, tcTuning.small, 't128x64', 't64x64'] : [tcTuning.small, 't128x64', 't64x64'];
   for (const n of order) if (!tcTileProblem(TC_TILES[n], plan, limits, l.transA, l.transB)) return TC_TILES[n];
   throw new ShapeError(`matmul: no tensor-core tile fits this device (fragment ${plan.frag.M}x${plan.frag.N}x${plan.frag.K})`);
@@ -309,6 +337,58 @@ export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number
  *  rounded up (a last wave of a few tiles takes about a whole wave's time). */
 export function tcWaves(t: Pick<TcTile, 'bm' | 'bn'>, l: Pick<TcLaunch, 'M' | 'N' | 'batch'>, wave: number): number {
   return Math.ceil((Math.ceil(l.M / t.bm) * Math.ceil(l.N / t.bn) * l.batch) / wave);
+}
+
+/** The time of a product on tile t in waves of `wave` tiles: whole waves (`tcWaves`), or where K is given and
+ *  `tcTail` splits the tail, the whole waves before it plus its chunks' share of a tile's K and `tcTuning.tailCost`. */
+export function tcWaveTime(t: Pick<TcTile, 'bm' | 'bn' | 'bk' | 'gm'>, l: Pick<TcLaunch, 'M' | 'N' | 'batch'> & Partial<Pick<TcLaunch, 'K'>>, wave: number): number {
+  const tail = l.K !== undefined ? tcTail(t, { ...l, K: l.K }, wave) : null;
+  if (!tail) return tcWaves(t, l, wave);
+  return tail.full / wave + tail.slices / Math.ceil(l.K! / t.bk) + tcTuning.tailCost;
+}
+
+/**
+ * A split tail, or null: where a product's last wave on tile t would hold `tiles` tiles, at most half of `wave`
+ * (and it has whole waves before it), those tiles run as `chunks` partial products each over consecutive K chunks
+ * of `slices` BK-slices (at least `tcTuning.tailMinSlices`), so that the last wave is all chunks, a fraction of a
+ * tile's time long: stream-K's idea within one dispatch (matmul-tc.wgsl with TAIL), the chunks summed in order by
+ * a second kernel (matmul-tc-tail.wgsl). `full` is the number of whole tiles before the tail.
+ */
+export function tcTail(t: Pick<TcTile, 'bm' | 'bn' | 'bk' | 'gm'>, l: Pick<TcLaunch, 'M' | 'N' | 'K' | 'batch'>, wave: number): TcTail | null {
+  if (!tcTuning.tail || t.gm || !(wave >= 2)) return null;
+  const all = Math.ceil(l.M / t.bm) * Math.ceil(l.N / t.bn) * l.batch;
+  const full = Math.floor(all / wave) * wave;
+  const tiles = all - full;
+  if (!full || !tiles) return null;
+  const nsl = Math.ceil(l.K / t.bk);
+  const most = Math.min(Math.floor(wave / tiles), Math.floor(nsl / tcTuning.tailMinSlices));
+  if (most < 2) return null;
+  const slices = Math.ceil(nsl / most);
+  const chunks = Math.ceil(nsl / slices);
+  return chunks < 2 ? null : { full, tiles, chunks, slices };
+}
+
+/** A split tail (see {@link tcTail}). */
+export interface TcTail {
+  full: number;
+  tiles: number;
+  chunks: number;
+  slices: number;
+}
+
+/** Whether `auto` runs an x W^T (NT) product as the TN product of both operands transposed (`tcTuning.viaTN`):
+ *  unbatched, contiguous, every dim a multiple of 8 (the 16-bit tiled transpose), and (unless `l.viaTN` asks for it)
+ *  compute units known and the model's time of the copies and the TN product at least `margin` below the NT
+ *  product's. */
+export function tcViaTN(l: Pick<TcLaunch, 'M' | 'N' | 'K' | 'batch' | 'transA' | 'transB' | 'lda' | 'ldb' | 'viaTN'>, wave: number | null): boolean {
+  const v = tcTuning.viaTN;
+  if (l.viaTN === false || l.transA || !l.transB || l.batch !== 1 || l.lda !== l.K || l.ldb !== l.K) return false;
+  if (l.M % 8 || l.N % 8 || l.K % 8) return false;
+  if (l.viaTN) return true;
+  if (!v || !wave) return false;
+  const flop = 2 * l.M * l.N * l.K;
+  const tn = flop / (v.tn * 1e12) + (4 * (l.M + l.N) * l.K) / v.bw;
+  return tn < (1 - v.margin) * (flop / (v.nt * 1e12));
 }
 
 /** The wave (tiles at once) that `auto` plans with on this context, or null where the adapter's compute units
@@ -329,10 +409,11 @@ const units = new WeakMap<Context, number | null>();
 export const TC_ENABLES = ['f16', 'subgroups', 'chromium_experimental_subgroup_matrix'];
 
 const PARAMS: readonly ParamSpec[] = ['u32:M', 'u32:N', 'u32:K', 'u32:sa', 'u32:sb', 'f32:alpha', 'u32:one', 'u32:lda', 'u32:ldb'];
+const TAIL_PARAMS: readonly ParamSpec[] = [...PARAMS, 'u32:full', 'u32:tiles', 'u32:chunks', 'u32:slices'];
 
 /** The kernel definition (bindings, params, enables) around tensor-core WGSL `code` (the prelude and
- *  `shaders/matmul-tc.wgsl`, or a variant of them in tests). */
-export function tcKernelDef(code: string, biasDtype: DType = 'f16', gscale = false): Omit<KernelDef, 'name'> {
+ *  `shaders/matmul-tc.wgsl`, or a variant of them in tests); `tail`: the split tail's params and `part` binding. */
+export function tcKernelDef(code: string, biasDtype: DType = 'f16', gscale = false, tail = false): Omit<KernelDef, 'name'> {
   return {
     ...(/\bbufferView</.test(code) ? { requires: ['buffer_view'] } : {}),
     code,
@@ -342,8 +423,9 @@ export function tcKernelDef(code: string, biasDtype: DType = 'f16', gscale = fal
       { name: 'bias', access: 'read', dtype: biasDtype },
       { name: 'c', access: 'rw', dtype: 'f32' },
       ...(gscale ? [{ name: 'gs', access: 'read' as const, dtype: 'u32' as DType }] : []),
+      ...(tail ? [{ name: 'part', access: 'rw' as const, dtype: 'f32' as DType }] : []),
     ],
-    params: PARAMS,
+    params: tail ? TAIL_PARAMS : PARAMS,
     enables: TC_ENABLES,
   };
 }
@@ -362,11 +444,61 @@ export const tensorCoresReady = kernelsReady;
  * portable kernel then).
  */
 export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: BufferBinding[]): boolean {
-  const t = l.tile ?? chooseTcTile(plan, ctx.info.limits, l, tcWave(ctx));
+  if (bufs.length !== (l.gscale ? 5 : 4)) throw new ShapeError(`matmul: internal: ${bufs.length} bindings for a tensor-core launch`);
+  // x W^T as the TN product of transposed copies where that pays (once the TN kernel is ready; if it failed its
+  // check, the NT product)
+  if (!l.tile && bufs.slice(0, 2).every((b) => !('offset' in b)) && tcViaTN(l, tcWave(ctx))) {
+    const { M, N, K } = l;
+    const tn: TcLaunch = { ...l, transA: true, transB: false, lda: M, ldb: N, sa: 0, sb: 0 };
+    const r = tcKernelPlan(ctx, plan, tn);
+    if (checkedKernel(ctx, r.key, r.make)) {
+      const at = transpose(ctx, { buffer: bufs[0] as GpuBuffer, dtype: 'f16', shape: [M, K] });
+      const bt = transpose(ctx, { buffer: bufs[1] as GpuBuffer, dtype: 'f16', shape: [N, K] });
+      try {
+        return matmulTc(ctx, plan, { ...tn, viaTN: false }, [at.buffer, bt.buffer, ...bufs.slice(2)]);
+      } finally {
+        ctx.release(at.buffer);
+        ctx.release(bt.buffer);
+      }
+    }
+    if (!kernelFailed(ctx, r.key)) return false;
+  }
+  const r = tcKernelPlan(ctx, plan, l);
+  // subgroup-matrix pipelines are built only once their WGSL checked out (see kernel-cache.ts: under Dawn's
+  // skip_validation a shader breaking a subgroup-matrix rule aborted the process at pipeline creation)
+  const k = checkedKernel(ctx, r.key, r.make);
+  const t = r.tile;
+  if (!k) {
+    // a buffer-view tile that this WGSL implementation refused (buffer_view is new, and its rules with subgroup
+    // matrices may differ between versions): the tiles without buffer views, not the portable kernels
+    if (!l.tile && t.bv && kernelFailed(ctx, r.key)) return matmulTc(ctx, { ...plan, bufferView: false }, l, bufs);
+    return false;
+  }
+  const params = [l.M, l.N, l.K, l.sa, l.sb, l.alpha, 1, l.lda, l.ldb];
+  if (r.tail) {
+    encodeTail(ctx, k, t, l, r.tail, bufs, params);
+    return true;
+  }
+  const x = Math.ceil(l.N / t.bn);
+  const y = Math.ceil(l.M / t.bm);
+  if (x > 65535 || y > 65535) throw new ShapeError(`matmul: ${y} x ${x} workgroup tiles are more than one dispatch takes`);
+  ctx.dispatch(k, bufs, [x, y, l.batch], params);
+  return true;
+}
+
+/** What `matmulTc` runs for a launch: its tile, its split tail (or null), and its kernel's cache key and
+ *  definition. */
+function tcKernelPlan(ctx: Context, plan: TensorCorePlan, l: TcLaunch): { tile: TcTile; tail: TcTail | null; key: string; make: () => KernelDef } {
+  const wave = tcWave(ctx);
+  // a split tail needs the wave and a plain epilogue (alpha only); the tile choice counts on it only then
+  const splittable = !!wave && !l.hasBias && !l.accumulate && !l.gscale && l.tail !== false;
+  const t = l.tile ?? chooseTcTile(plan, ctx.info.limits, splittable ? l : { ...l, K: undefined }, wave);
   if (l.tile) {
     const why = tcTileProblem(t, plan, ctx.info.limits, l.transA, l.transB);
     if (why) throw new ShapeError(`matmul: tensor-core tile ${JSON.stringify(t)}: ${why}`);
   }
+  const split = splittable && (l.tail ?? !l.tile) ? tcTail(t, l, wave) : null;
+  const tail = split && split.tiles * split.chunks * t.bm * t.bn * 4 <= ctx.maxBinding ? split : null;
   const flags: TcFlags = {
     VEC_A: l.lda % 8 === 0 && l.sa % 8 === 0,
     VEC_B: l.ldb % 8 === 0 && l.sb % 8 === 0,
@@ -374,24 +506,42 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
     ACCUM: l.accumulate,
     DIRECT: !l.hasBias && !l.accumulate && !l.gscale && tcTuning.direct,
     GSCALE: !!l.gscale,
+    TAIL: !!tail,
   };
-  if (bufs.length !== (l.gscale ? 5 : 4)) throw new ShapeError(`matmul: internal: ${bufs.length} bindings for a tensor-core launch`);
   const name = `matmul-tc-${tcTileKey(t)}${tcTuning.unroll ? '-u' : ''}`;
   const key = `mmtc:${name}:${+l.transA}${+l.transB}:${l.biasDtype}:${Object.values(flags).map(Number).join('')}`;
-  // subgroup-matrix pipelines are built only once their WGSL checked out (see kernel-cache.ts: under Dawn's
-  // skip_validation a shader breaking a subgroup-matrix rule aborted the process at pipeline creation)
-  const k = checkedKernel(ctx, key, () => ({ name, ...tcKernelDef(tcSource(plan, t, l.transA, l.transB, flags, tcTuning.unroll), l.biasDtype, l.gscale) }));
-  if (!k) {
-    // a buffer-view tile that this WGSL implementation refused (buffer_view is new, and its rules with subgroup
-    // matrices may differ between versions): the tiles without buffer views, not the portable kernels
-    if (!l.tile && t.bv && kernelFailed(ctx, key)) return matmulTc(ctx, { ...plan, bufferView: false }, l, bufs);
-    return false;
+  return { tile: t, tail, key, make: () => ({ name, ...tcKernelDef(tcSource(plan, t, l.transA, l.transB, flags, tcTuning.unroll), l.biasDtype, l.gscale, !!tail) }) };
+}
+
+/** A product with a split tail: the kernel (TAIL) over a linear grid, its chunks into a scratch buffer, then
+ *  `shaders/matmul-tc-tail.wgsl` summing them into C with alpha. */
+function encodeTail(ctx: Context, k: Kernel, t: TcTile, l: TcLaunch, tail: TcTail, bufs: BufferBinding[], params: number[]): void {
+  const part = ctx.alloc(tail.tiles * tail.chunks * t.bm * t.bn * 4);
+  try {
+    const [x, y] = grid2d(tail.full + tail.tiles * tail.chunks);
+    ctx.dispatch(k, [...bufs, part], [x, y, 1], [...params, tail.full, tail.tiles, tail.chunks, tail.slices]);
+    tcTailSum(ctx, part, bufs[3]!, t, l, tail);
+  } finally {
+    ctx.release(part);
   }
-  const x = Math.ceil(l.N / t.bn);
-  const y = Math.ceil(l.M / t.bm);
-  if (x > 65535 || y > 65535) throw new ShapeError(`matmul: ${y} x ${x} workgroup tiles are more than one dispatch takes`);
-  ctx.dispatch(k, bufs, [x, y, l.batch], [l.M, l.N, l.K, l.sa, l.sb, l.alpha, 1, l.lda, l.ldb]);
-  return true;
+}
+
+/** The second kernel of a split tail (`shaders/matmul-tc-tail.wgsl`): C = alpha x the sum in chunk order of each
+ *  tail tile's partial products in `part` ([tiles, chunks, BM, BN] f32), within C's bounds; nothing else of C. */
+export function tcTailSum(ctx: Context, part: BufferBinding, c: BufferBinding, t: Pick<TcTile, 'bm' | 'bn'>, l: Pick<TcLaunch, 'M' | 'N' | 'alpha'>, tail: TcTail): void {
+  const k = cachedKernel(ctx, `mmtc-tail:${t.bm}x${t.bn}`, () => ({
+    name: 'matmul-tc-tail',
+    code: tailWgsl,
+    bindings: [
+      { name: 'part', access: 'read', dtype: 'f32' },
+      { name: 'c', access: 'rw', dtype: 'f32' },
+    ],
+    params: ['u32:n', 'u32:row', 'u32:M', 'u32:N', 'u32:full', 'u32:chunks', 'f32:alpha'],
+    consts: { BM: t.bm, BN: t.bn },
+  }));
+  const n = tail.tiles * t.bm * t.bn;
+  const { wg, row } = grid1d(n, 256);
+  ctx.dispatch(k, [part, c], wg, [n, row, l.M, l.N, tail.full, tail.chunks, l.alpha]);
 }
 
 const plans = new WeakMap<Context, TensorCorePlan | { reason: string }>();

@@ -111,6 +111,12 @@ export interface MatmulOptions {
   tensorCores?: boolean;
   /** Tuning: the tensor-core tile to run (see `tcTileProblem` for the rules). */
   tcTile?: TcTile;
+  /** Tuning: split the tensor-core product's tail (`tcTail`): true also with `tcTile`, false never; default where
+   *  the tile is chosen automatically. */
+  tcTail?: boolean;
+  /** Tuning: run an x W^T product as the TN product of transposed copies (`tcViaTN`): true wherever the layout
+   *  and dims allow, false never; default where the model says it pays. */
+  tcViaTN?: boolean;
   /** f32 x f32 products: 'high' runs them on f16 tensor cores, three products per f32 product (about 22 bits; see
    *  ops/core/matmul-f16x3.ts), where the adapter has them; default: the context's `setF32MatmulPrecision`. At
    *  either precision an f32 A times a B with an f16 image (`prepareF16Images`: a frozen weight from a 16-bit
@@ -392,7 +398,7 @@ function encode(
   if (Mk * N * batch === 0) return;
   const bias = L.bias?.buffer ?? a.buffer;
   if (path.tc) {
-    const done = matmulTc(ctx, path.tc, { ...L, biasDtype: L.bias?.dtype ?? 'f16', hasBias: !!L.bias, tile: opts.tcTile }, [a.buffer, b.buffer, bias, c.buffer]);
+    const done = matmulTc(ctx, path.tc, { ...L, biasDtype: L.bias?.dtype ?? 'f16', hasBias: !!L.bias, tile: opts.tcTile, tail: opts.tcTail, viaTN: opts.tcViaTN }, [a.buffer, b.buffer, bias, c.buffer]);
     if (done) return;
     // the tensor-core kernel is still being checked (or failed its check): the portable kernel runs this time
     if (opts.tensorCores) throw new ShapeError(`matmul: tensorCores: true, but the tensor-core kernel is not ready (await tensorCoresReady(ctx); failures: tcFailures(ctx))`);

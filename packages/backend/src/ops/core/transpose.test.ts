@@ -59,6 +59,17 @@ describe('permute / transpose', () => {
     expect(await checkPermute([2, 3, 40, 17], [0, 1, 3, 2])).toBe(true); // batch dims merge
   });
 
+  it('16-bit 2-D and batched transposes with dims multiples of 8 (16-byte tiled path) at tile and non-tile sizes', async () => {
+    for (const [r, c] of [
+      [64, 64],
+      [8, 136],
+      [200, 72],
+    ])
+      for (const dt of ['f16', 'bf16'] as const) expect(await checkPermute([r, c], [1, 0], dt), `${dt} ${r}x${c}`).toBe(true);
+    expect(await checkPermute([3, 24, 80], [0, 2, 1], 'bf16')).toBe(true);
+    expect(await checkPermute([2, 3, 16, 136], [0, 1, 3, 2], 'f16')).toBe(true); // batch dims merge
+  });
+
   it('general permutations up to rank 6 (gather path)', async () => {
     expect(await checkPermute([4, 5, 6], [2, 0, 1])).toBe(true);
     expect(await checkPermute([3, 4, 5, 6], [1, 3, 0, 2])).toBe(true);

@@ -1,8 +1,9 @@
 import copyWgsl from '../../../../../shaders/transpose-copy.wgsl';
 import tiledWgsl from '../../../../../shaders/transpose-tiled.wgsl';
+import tiled16Wgsl from '../../../../../shaders/transpose-tiled16.wgsl';
 import gatherWgsl from '../../../../../shaders/transpose.wgsl';
 import type { Context } from '../../context';
-import { floatNames, isFloat, storageBytes, type DType } from '../../dtype';
+import { floatNames, isFloat, isHalf, storageBytes, type DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import { formatOf } from '../../format';
 import { ioBindings, wgslPacker } from '../../kernel';
@@ -30,7 +31,8 @@ const GATHER_PARAMS = [
  * Materialise a strided view of `x` contiguously: output element at coordinates `c` (row-major over `shape`) is
  * `x[offset + sum_k c[k] * strides[k]]` (strides and offset in elements of `x`). This is how permutations,
  * slices and broadcasts (stride 0) become contiguous tensors. Batched 2-D transposes of the last two axes with
- * an f32 output take a tiled kernel; everything else a gather over at most 6 dims (after merging dims).
+ * an f32 output, or a 16-bit one from the same dtype with both dims multiples of 8, take a tiled kernel;
+ * everything else a gather over at most 6 dims (after merging dims).
  */
 export function stridedCopy(
   ctx: Context,
@@ -64,12 +66,17 @@ export function stridedCopy(
   const d = c.dims;
   const s = c.strides[0]!;
   // batched 2-D transpose of contiguous [B, R, C] -> [B, C, R]
-  if (dtype === 'f32' && offset === 0) {
+  const half = isHalf(dtype) && dtype === x.dtype;
+  if ((dtype === 'f32' || half) && offset === 0) {
     let t: [number, number, number] | null = null;
     if (d.length === 2 && s[0] === 1 && s[1] === d[0]) t = [1, d[1]!, d[0]!];
     if (d.length === 3 && s[1] === 1 && s[2] === d[1] && s[0] === d[1]! * d[2]!) t = [d[0]!, d[2]!, d[1]!];
-    if (t) {
+    if (t && dtype === 'f32') {
       tiledTranspose(ctx, x, y, ...t);
+      return y;
+    }
+    if (t && t[1] % 8 === 0 && t[2] % 8 === 0) {
+      tiledTranspose16(ctx, x, y, ...t);
       return y;
     }
   }
@@ -96,6 +103,21 @@ function tiledTranspose(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: numbe
   }));
   const gx = Math.ceil(C / 32);
   const gy = Math.ceil(R / 32);
+  if (gx > 65535 || gy > 65535) throw new ShapeError(`transpose: a ${R} x ${C} matrix is too large for one dispatch`);
+  for (let z = 0; z < B; z += 65535) ctx.dispatch(k, [x.buffer, y.buffer], [gx, gy, Math.min(65535, B - z)], [R, C, z]);
+}
+
+/** `tiledTranspose` for 16-bit elements of one dtype, R and C multiples of 8 (shaders/transpose-tiled16.wgsl: 64 x 64
+ *  tiles, 16-byte loads and stores). */
+function tiledTranspose16(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: number, R: number, C: number): void {
+  const k = cachedKernel(ctx, 'transpose-tiled16', () => ({
+    name: 'transpose-tiled16',
+    code: '@group(0) @binding(1) var<storage, read> x4: array<vec4u>;\n@group(0) @binding(2) var<storage, read_write> y4: array<vec4u>;\n' + tiled16Wgsl,
+    bindings: ioBindings('u32', 'u32'),
+    params: ['u32:R', 'u32:C', 'u32:zoff'],
+  }));
+  const gx = Math.ceil(C / 64);
+  const gy = Math.ceil(R / 64);
   if (gx > 65535 || gy > 65535) throw new ShapeError(`transpose: a ${R} x ${C} matrix is too large for one dispatch`);
   for (let z = 0; z < B; z += 65535) ctx.dispatch(k, [x.buffer, y.buffer], [gx, gy, Math.min(65535, B - z)], [R, C, z]);
 }
