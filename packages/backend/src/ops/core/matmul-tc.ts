@@ -184,7 +184,8 @@ export const tcTuning: {
    *  wave of `big`'s (H100, 2026-12-07: 0.66 on 8192x5632x2048, 0.68 on 2048x5632x2048, 0.69-0.71 on 2048 x 2048),
    *  so `chooseTcTile` takes it where its waves times that are at least `bigNTMargin` fewer than `big`'s: 251 against
    *  225 TFLOP/s on 8192x5632x2048 and 217-219 against 197-198 on 2048x5632x2048 (the 1.1B LoRA step's gate / up
-   *  projections); 4096^3 and 8192x2048x5632 (6 waves against 4) keep `big`, within 1% of it. */
+   *  projections). 4096^3 and 8192x2048x5632 (6 waves against 4) take it only with the split tail that `tcWaveTime`
+   *  counts (5 1/3 waves): 239.0 / 242.7 against `big`'s 232.5 / 242.0 (2026-12-07, seventeenth session). */
   bigNT: 'v65',
   bigNTWave: 0.66,
   bigNTMargin: 0.05,
