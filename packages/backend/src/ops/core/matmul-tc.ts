@@ -10,15 +10,16 @@
  */
 import { computeUnits } from '../../compute-units';
 import type { GpuBuffer } from '../../buffer-pool';
-import type { BufferBinding, Context, ContextInfo, Kernel, SubgroupMatrixConfig } from '../../context';
+import type { BufferBinding, Context, ContextInfo, SubgroupMatrixConfig } from '../../context';
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
 import type { KernelDef, ParamSpec } from '../../kernel';
-import { cachedKernel, checkedKernel, kernelFailed, kernelFailures, kernelsReady } from '../../kernel-cache';
-import { grid1d, grid2d } from '../../grid';
-import tailWgsl from '../../../../../shaders/matmul-tc-tail.wgsl';
+import { checkedKernel, kernelFailed, kernelFailures, kernelsReady } from '../../kernel-cache';
 import { tcSlice, tcSharedBytes, tcSource, type TcFlags } from './matmul-tc-codegen';
+import { encodeTail } from './matmul-tc-tail';
 import { transpose } from './transpose';
+
+export { tcTailSum } from './matmul-tc-tail';
 
 export { tcMatrixCode, tcPrelude, tcSharedBytes, tcSource, type TcFlags, type TcHook } from './matmul-tc-codegen';
 
@@ -323,7 +324,7 @@ export function tcTileKey(t: TcTile): string {
  *  each only if it fits the device (else 128x64, else 64x64). */
 export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number>, l: Pick<TcLaunch, 'M' | 'N' | 'batch' | 'transA' | 'transB'> & Partial<Pick<TcLaunch, 'K'>>, wave?: number | null): TcTile {
   const big = TC_TILES[tcTuning.big];
-  const tiles = Math.ceil(l.M / big.bm) * Math.ceil(l.N / big.bn) * l.batch;
+  const tiles = tcTileCount(big, l);
   const bigs: TcTileName[] = l.transA && !l.transB ? [tcTuning.bigTN, tcTuning.big, tcTuning.bigAlt] : [tcTuning.big, tcTuning.bigAlt];
   // NT with known compute units: the 64-deep tile where its waves take less time than the big tile's
   const nt = TC_TILES[tcTuning.bigNT];
@@ -337,7 +338,12 @@ export function chooseTcTile(plan: TensorCorePlan, limits: Record<string, number
 /** Waves of `wave` tiles (the tiles that run at once) that a product takes on tile t: its tiles over the wave,
  *  rounded up (a last wave of a few tiles takes about a whole wave's time). */
 export function tcWaves(t: Pick<TcTile, 'bm' | 'bn'>, l: Pick<TcLaunch, 'M' | 'N' | 'batch'>, wave: number): number {
-  return Math.ceil((Math.ceil(l.M / t.bm) * Math.ceil(l.N / t.bn) * l.batch) / wave);
+  return Math.ceil(tcTileCount(t, l) / wave);
+}
+
+/** The workgroup tiles of a product on tile t, over its batch. */
+export function tcTileCount(t: Pick<TcTile, 'bm' | 'bn'>, l: Pick<TcLaunch, 'M' | 'N' | 'batch'>): number {
+  return Math.ceil(l.M / t.bm) * Math.ceil(l.N / t.bn) * l.batch;
 }
 
 /** The time of a product on tile t in waves of `wave` tiles: whole waves (`tcWaves`), or where K is given and
@@ -357,7 +363,7 @@ export function tcWaveTime(t: Pick<TcTile, 'bm' | 'bn' | 'bk' | 'gm'>, l: Pick<T
  */
 export function tcTail(t: Pick<TcTile, 'bm' | 'bn' | 'bk' | 'gm'>, l: Pick<TcLaunch, 'M' | 'N' | 'K' | 'batch'>, wave: number): TcTail | null {
   if (!tcTuning.tail || t.gm || !(wave >= 2)) return null;
-  const all = Math.ceil(l.M / t.bm) * Math.ceil(l.N / t.bn) * l.batch;
+  const all = tcTileCount(t, l);
   const full = Math.floor(all / wave) * wave;
   const tiles = all - full;
   if (!full || !tiles) return null;
@@ -448,7 +454,7 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
   if (bufs.length !== (l.gscale ? 5 : 4)) throw new ShapeError(`matmul: internal: ${bufs.length} bindings for a tensor-core launch`);
   // x W^T as the TN product of transposed copies where that pays (once the TN kernel is ready; if it failed its
   // check, the NT product)
-  if (!l.tile && bufs.slice(0, 2).every((b) => !('offset' in b)) && tcViaTN(l, tcWave(ctx))) {
+  if (!l.tile && tcViaTN(l, tcWave(ctx)) && !('offset' in bufs[0]!) && !('offset' in bufs[1]!)) {
     const { M, N, K } = l;
     const tn: TcLaunch = { ...l, transA: true, transB: false, lda: M, ldb: N, sa: 0, sb: 0 };
     const r = tcKernelPlan(ctx, plan, tn);
@@ -514,36 +520,6 @@ function tcKernelPlan(ctx: Context, plan: TensorCorePlan, l: TcLaunch): { tile: 
   return { tile: t, tail, key, make: () => ({ name, ...tcKernelDef(tcSource(plan, t, l.transA, l.transB, flags, tcTuning.unroll), l.biasDtype, l.gscale, !!tail) }) };
 }
 
-/** A product with a split tail: the kernel (TAIL) over a linear grid, its chunks into a scratch buffer, then
- *  `shaders/matmul-tc-tail.wgsl` summing them into C with alpha. */
-function encodeTail(ctx: Context, k: Kernel, t: TcTile, l: TcLaunch, tail: TcTail, bufs: BufferBinding[], params: number[]): void {
-  const part = ctx.alloc(tail.tiles * tail.chunks * t.bm * t.bn * 4);
-  try {
-    const [x, y] = grid2d(tail.full + tail.tiles * tail.chunks);
-    ctx.dispatch(k, [...bufs, part], [x, y, 1], [...params, tail.full, tail.tiles, tail.chunks, tail.slices]);
-    tcTailSum(ctx, part, bufs[3]!, t, l, tail);
-  } finally {
-    ctx.release(part);
-  }
-}
-
-/** The second kernel of a split tail (`shaders/matmul-tc-tail.wgsl`): C = alpha x the sum in chunk order of each
- *  tail tile's partial products in `part` ([tiles, chunks, BM, BN] f32), within C's bounds; nothing else of C. */
-export function tcTailSum(ctx: Context, part: BufferBinding, c: BufferBinding, t: Pick<TcTile, 'bm' | 'bn'>, l: Pick<TcLaunch, 'M' | 'N' | 'alpha'>, tail: TcTail): void {
-  const k = cachedKernel(ctx, `mmtc-tail:${t.bm}x${t.bn}`, () => ({
-    name: 'matmul-tc-tail',
-    code: tailWgsl,
-    bindings: [
-      { name: 'part', access: 'read', dtype: 'f32' },
-      { name: 'c', access: 'rw', dtype: 'f32' },
-    ],
-    params: ['u32:n', 'u32:row', 'u32:M', 'u32:N', 'u32:full', 'u32:chunks', 'f32:alpha'],
-    consts: { BM: t.bm, BN: t.bn },
-  }));
-  const n = tail.tiles * t.bm * t.bn;
-  const { wg, row } = grid1d(n, 256);
-  ctx.dispatch(k, [part, c], wg, [n, row, l.M, l.N, tail.full, tail.chunks, l.alpha]);
-}
 
 const plans = new WeakMap<Context, TensorCorePlan | { reason: string }>();
 

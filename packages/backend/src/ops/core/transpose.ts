@@ -71,12 +71,8 @@ export function stridedCopy(
     let t: [number, number, number] | null = null;
     if (d.length === 2 && s[0] === 1 && s[1] === d[0]) t = [1, d[1]!, d[0]!];
     if (d.length === 3 && s[1] === 1 && s[2] === d[1] && s[0] === d[1]! * d[2]!) t = [d[0]!, d[2]!, d[1]!];
-    if (t && dtype === 'f32') {
+    if (t && (dtype === 'f32' || (t[1] % 8 === 0 && t[2] % 8 === 0))) {
       tiledTranspose(ctx, x, y, ...t);
-      return y;
-    }
-    if (t && t[1] % 8 === 0 && t[2] % 8 === 0) {
-      tiledTranspose16(ctx, x, y, ...t);
       return y;
     }
   }
@@ -94,30 +90,26 @@ export function stridedCopy(
   return y;
 }
 
+/** Tiled transposes: into f32 (shaders/transpose-tiled.wgsl: 32 x 32 tiles, any input dtype), or 16-bit into the
+ *  same dtype with R and C multiples of 8 (shaders/transpose-tiled16.wgsl: 64 x 64 tiles, 16-byte loads and stores). */
 function tiledTranspose(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: number, R: number, C: number): void {
-  const k = cachedKernel(ctx, `transpose-tiled:${x.dtype}`, () => ({
-    name: 'transpose-tiled',
-    code: tiledWgsl,
-    bindings: ioBindings(x.dtype),
-    params: ['u32:R', 'u32:C', 'u32:zoff'],
-  }));
-  const gx = Math.ceil(C / 32);
-  const gy = Math.ceil(R / 32);
-  if (gx > 65535 || gy > 65535) throw new ShapeError(`transpose: a ${R} x ${C} matrix is too large for one dispatch`);
-  for (let z = 0; z < B; z += 65535) ctx.dispatch(k, [x.buffer, y.buffer], [gx, gy, Math.min(65535, B - z)], [R, C, z]);
-}
-
-/** `tiledTranspose` for 16-bit elements of one dtype, R and C multiples of 8 (shaders/transpose-tiled16.wgsl: 64 x 64
- *  tiles, 16-byte loads and stores). */
-function tiledTranspose16(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: number, R: number, C: number): void {
-  const k = cachedKernel(ctx, 'transpose-tiled16', () => ({
-    name: 'transpose-tiled16',
-    code: '@group(0) @binding(1) var<storage, read> x4: array<vec4u>;\n@group(0) @binding(2) var<storage, read_write> y4: array<vec4u>;\n' + tiled16Wgsl,
-    bindings: ioBindings('u32', 'u32'),
-    params: ['u32:R', 'u32:C', 'u32:zoff'],
-  }));
-  const gx = Math.ceil(C / 64);
-  const gy = Math.ceil(R / 64);
+  const half = y.dtype !== 'f32';
+  const k = half
+    ? cachedKernel(ctx, 'transpose-tiled16', () => ({
+        name: 'transpose-tiled16',
+        code: '@group(0) @binding(1) var<storage, read> x4: array<vec4u>;\n@group(0) @binding(2) var<storage, read_write> y4: array<vec4u>;\n' + tiled16Wgsl,
+        bindings: ioBindings('u32', 'u32'),
+        params: ['u32:R', 'u32:C', 'u32:zoff'],
+      }))
+    : cachedKernel(ctx, `transpose-tiled:${x.dtype}`, () => ({
+        name: 'transpose-tiled',
+        code: tiledWgsl,
+        bindings: ioBindings(x.dtype),
+        params: ['u32:R', 'u32:C', 'u32:zoff'],
+      }));
+  const ts = half ? 64 : 32;
+  const gx = Math.ceil(C / ts);
+  const gy = Math.ceil(R / ts);
   if (gx > 65535 || gy > 65535) throw new ShapeError(`transpose: a ${R} x ${C} matrix is too large for one dispatch`);
   for (let z = 0; z < B; z += 65535) ctx.dispatch(k, [x.buffer, y.buffer], [gx, gy, Math.min(65535, B - z)], [R, C, z]);
 }
