@@ -16,7 +16,9 @@
  *       LoRA step's products instead (2048 tokens). 'auto' is what matmul picks (with wave planning and split
  *       tails where the adapter's compute units are known: `RUSTY_COMPUTE_UNITS` overrides), 'auto0' the same
  *       without any of it, 'auto-notail' / 'auto-novia' / 'auto-neither' without split tails / without x W^T through TN
- *       (tcViaTN) / without both; 'v65+tail' a tile with its tail split where it can be.
+ *       (tcViaTN) / without both, 'auto-via' with every x W^T it can take through TN; 'v65+tail' a tile with its tail
+ *       split where it can be. --via-tn=NT,TN,BW,MARGIN sets tcTuning.viaTN's model (TFLOP/s, TFLOP/s, bytes/s,
+ *       fraction) for the whole run, --via-tn=off turns it off.
  */
 import { spawnSync } from 'node:child_process';
 import probeWgsl from '../../../../shaders/matmul-tc-probe.wgsl';
@@ -173,7 +175,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   const C = empty(gpu, [maxEl]);
   const view = (t: DeviceTensor, shape: number[]): DeviceTensor => ({ buffer: t.buffer, dtype: t.dtype, shape });
   const variants: [string, Variant][] = names.map((n) => [n, variantOf(n)]);
-  log(JSON.stringify({ device: gpu.info.device, description: gpu.info.description, computeUnits: computeUnits(gpu.info), wave: tcWave(gpu) }));
+  log(JSON.stringify({ device: gpu.info.device, description: gpu.info.description, computeUnits: computeUnits(gpu.info), wave: tcWave(gpu), viaTN: tcTuning.viaTN }));
   for (const v of opt('ablate')?.split(',') ?? [])
     for (const ablate of ['nomma', 'nostage', 'nostore'] as const) variants.push([`${v}-${ablate}`, { tile: { ...TC_TILES[v as TcTileName], ablate } }]);
   // the 1.1B LoRA step's products (2048 tokens) only with --shapes=2048
@@ -199,7 +201,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
       if (v.noTail) tcTuning.tail = false;
       if (v.noViaTN) tcTuning.viaTN = null;
       try {
-        matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true, tcTile: v.tile, tcTail: v.tail });
+        matmul(gpu, a, b, { transA, transB, out: c, tensorCores: true, tcTile: v.tile, tcTail: v.tail, tcViaTN: v.viaTN });
       } finally {
         Object.assign(tcTuning, { units, tail, viaTN });
       }
@@ -315,6 +317,7 @@ interface Variant {
   noWaves?: boolean;
   noTail?: boolean;
   noViaTN?: boolean;
+  viaTN?: boolean;
 }
 
 function variantOf(name: string): Variant {
@@ -323,12 +326,19 @@ function variantOf(name: string): Variant {
   if (name === 'auto-notail') return { noTail: true };
   if (name === 'auto-novia') return { noViaTN: true };
   if (name === 'auto-neither') return { noTail: true, noViaTN: true };
+  if (name === 'auto-via') return { viaTN: true };
   const [n, tail] = name.split('+');
   if (!Object.hasOwn(TC_TILES, n!) || (tail !== undefined && tail !== 'tail')) throw new Error(`matmul-tc-bench: unknown variant '${name}'`);
   return { tile: TC_TILES[n as TcTileName], ...(tail ? { tail: true } : {}) };
 }
 
 async function main() {
+  const via = opt('via-tn');
+  if (via) {
+    const [nt, tn, bw, margin] = via.split(',').map(Number);
+    if (via !== 'off' && ![nt, tn, bw, margin].every((x) => Number.isFinite(x) && x! > 0)) throw new Error(`matmul-tc-bench: --via-tn=NT,TN,BW,MARGIN or off, not '${via}'`);
+    tcTuning.viaTN = via === 'off' ? null : { nt: nt!, tn: tn!, bw: bw!, margin: margin! };
+  }
   const c = opt('child');
   if (c) return child(c);
   if (flag('probe')) {
