@@ -44,8 +44,8 @@ function randomData(n: number, seed: number): Float32Array {
   return x;
 }
 
-/** GPU time (s) of one call of f: the sum over its kernels of the profiler's mean per call, and the wall time
- *  between two syncs over `reps` calls. */
+/** GPU time (s) of one call of f: the sum over its kernels of the profiler's mean per call, each kernel's
+ *  'name: us per call', and the wall time between two syncs over `reps` calls. */
 async function timeOf(gpu: Context, f: () => void, reps: number): Promise<{ s: number; wall: number; kernels: string[] }> {
   f();
   await tensorCoresReady(gpu); // tensor-core kernels are checked asynchronously on first use
@@ -60,7 +60,7 @@ async function timeOf(gpu: Context, f: () => void, reps: number): Promise<{ s: n
   for (let i = 0; i < reps; i++) f();
   await gpu.sync();
   const sum = await gpu.profiler.summary();
-  return { s: sum.reduce((a, e) => a + e.totalMs, 0) / reps / 1e3, wall, kernels: sum.map((e) => e.name) };
+  return { s: sum.reduce((a, e) => a + e.totalMs, 0) / reps / 1e3, wall, kernels: sum.map((e) => `${e.name}: ${((e.totalMs * 1e3) / reps).toFixed(1)}`) };
 }
 
 /** One probe variant, in this process: prints {ok, relErr | error}. */
