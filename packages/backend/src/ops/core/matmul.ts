@@ -60,8 +60,9 @@ export type MatmulVariant = keyof typeof MATMUL_VARIANTS;
  *  output tiles. */
 export const MATMUL_DEFAULT: Readonly<Record<'NN' | 'NT' | 'TN' | 'TT', MatmulVariant>> = { NN: 'v4', NT: 'v4', TN: 'v5', TT: 'v4' };
 export const MATMUL_SMALL: MatmulVariant = 'v1';
-/** The variant `auto` splits long-K products with few tiles over (below MIN_TILES tiles of the default, K at
- *  least SPLIT_MIN_K, no bias / accumulate / batch). */
+/** The variant `auto` splits long-K products with few tiles over (below SPLIT_OWN_TILES tiles of the default, K
+ *  at least SPLIT_MIN_K, no bias / accumulate / batch), and runs unsplit for NN products with few tiles of the
+ *  default over a shorter K (twice the default's workgroups). */
 export const MATMUL_SPLIT: MatmulVariant = 'v8';
 /** The variant `auto` uses on software adapters (lavapipe): as fast there at test sizes, and its pipelines
  *  compile in tens of milliseconds instead of about a second each. */
@@ -76,6 +77,12 @@ const MIN_TILES = 264;
 const TINY_TILES = 32;
 /** The shortest K `auto` splits over MATMUL_SPLIT (K = 1376 products ran no faster split on an H200). */
 const SPLIT_MIN_K = 2048;
+/** Long-K products with at least this many (but fewer than MIN_TILES) tiles of the default split the default
+ *  tile itself (SPLIT_TARGET), not MATMUL_SPLIT's. Measured in two sweeps of the training step's products
+ *  (`bench/matmul-sweep.ts`, H200 2026-11-24 and H100 2026-12-07): [1376 | 512] x [512 | 1376] over K = 4096 TN
+ *  ran 190-193 us on v5 split 4 against 207-211 on v8 split 8; 4096 x 512 over K = 8192 NN 982-985 us on v4 split
+ *  2 against 1207-1210 on v8 split 4; 512 x 512 over K = 4096 (32 tiles) stays fastest on v8 split 8-16. */
+const SPLIT_OWN_TILES = 64;
 /** `auto` keeps products with a K below this off the tensor cores: measured on an H200, LoRA's K = 16
  *  products took 28-31 us there against 16 us on the portable v1 kernel. */
 const TC_MIN_K = 64;
@@ -343,8 +350,9 @@ interface Launch extends MatmulLaunch {
 
 /** The variant `auto` picks: software adapters the reference; skinny NN / NT products (N or M at most SKINNY)
  *  the skinny tiles; products with at least MIN_TILES tiles of the layout's default tile that default; tiny ones
- *  (under TINY_TILES) the small tile; in between, long-K products that may be split (`splittable`) the split-K
- *  tile, the rest the default. */
+ *  (under TINY_TILES) the small tile; in between, long-K products that may be split (`splittable`) the default
+ *  (at least SPLIT_OWN_TILES tiles) or the split-K tile, both split; NN products the split-K tile unsplit; the rest
+ *  the default. */
 function autoVariant(ctx: Context, M: number, N: number, K: number, batch: number, transA: boolean, transB: boolean, splittable: boolean): MatmulVariant {
   if (ctx.info.isSoftware) return MATMUL_SOFTWARE;
   // measured on an H200 (bench/matmul-tc-bench.ts, LoRA r = 16 at 2048 x 2048): NT / NN with N = 16 run
@@ -357,10 +365,14 @@ function autoVariant(ctx: Context, M: number, N: number, K: number, batch: numbe
   if (tiles >= MIN_TILES) return big;
   // tiny products and products narrower than the big tile (mostly empty tiles) keep the small tile
   if (tiles < TINY_TILES || M < t.bm || N < t.bn) return MATMUL_SMALL;
+  const st = MATMUL_VARIANTS[MATMUL_SPLIT]!;
   if (splittable && batch === 1 && K >= SPLIT_MIN_K) {
-    const st = MATMUL_VARIANTS[MATMUL_SPLIT]!;
+    if (tiles >= SPLIT_OWN_TILES) return big;
     return M >= st.bm && N >= st.bn ? MATMUL_SPLIT : MATMUL_SMALL;
   }
+  // NN over a shorter K: MATMUL_SPLIT's tile unsplit (both sweeps: 4096 x 512 over K = 512 / 1376 in 102-130 / 186-197
+  // us against v4's 115-138 / 209-216; in NT v4 stays faster)
+  if (!transA && !transB && M >= st.bm && N >= st.bn) return MATMUL_SPLIT;
   return big;
 }
 
@@ -572,8 +584,11 @@ export function checkTile(ctx: Context, t: MatmulTile): MatmulTile {
 }
 
 /** Workgroups that split-K aims to fill the GPU with, per tile it splits (about 4 per SM of an H100 for the
- *  small and skinny tiles; MATMUL_SPLIT measured best at 512-1400 workgroups on an H200). */
-const SPLIT_TARGET: Partial<Record<MatmulVariant, number>> = { v1: 528, v6: 528, v7: 528, v8: 1024 };
+ *  small and skinny tiles; MATMUL_SPLIT measured best at 512-1400 workgroups on an H200; the default tiles at
+ *  256-352, within 1-2% of the best of 2 to 8 chunks in both sweeps of SPLIT_OWN_TILES). */
+const SPLIT_TARGET: Partial<Record<MatmulVariant, number>> = { v1: 528, v6: 528, v7: 528, v8: 1024, v4: 320, v5: 320 };
+/** The shortest K each split variant is split over (the default tiles and MATMUL_SPLIT from SPLIT_MIN_K). */
+const SPLIT_FROM_K: Partial<Record<MatmulVariant, number>> = { v1: 1024, v6: 1024, v7: 1024, v8: SPLIT_MIN_K, v4: SPLIT_MIN_K, v5: SPLIT_MIN_K };
 
 /** How many K chunks an unbatched product is split into (1: none): `opts.splitK`, or on GPUs for the variants in
  *  SPLIT_TARGET (chosen by `auto` or named without a tile; tensor-core products as v1) enough chunks of at least
@@ -590,7 +605,7 @@ function splitK(ctx: Context, M: number, N: number, K: number, batch: number, va
   // no portable tile (tensor cores, v0): sized as for 64 x 64 tiles
   const t = tile ?? { bm: 64, bn: 64 };
   const target = tile ? SPLIT_TARGET[variant as MatmulVariant] : SPLIT_TARGET.v1;
-  if (!target || batch !== 1 || opts.accumulate || opts.bias || K < 1024) return 1;
+  if (!target || batch !== 1 || opts.accumulate || opts.bias || K < (tile ? SPLIT_FROM_K[variant as MatmulVariant] ?? 1024 : 1024)) return 1;
   const tiles = Math.ceil(M / t.bm) * Math.ceil(N / t.bn);
   if (tiles >= MIN_TILES) return 1;
   let s = Math.min(16, Math.ceil(target / tiles), Math.floor(K / 256));
