@@ -1,6 +1,7 @@
 import copyWgsl from '../../../../../shaders/transpose-copy.wgsl';
 import tiledWgsl from '../../../../../shaders/transpose-tiled.wgsl';
 import tiled16Wgsl from '../../../../../shaders/transpose-tiled16.wgsl';
+import tiled16v2Wgsl from '../../../../../shaders/transpose-tiled16-v2.wgsl';
 import gatherWgsl from '../../../../../shaders/transpose.wgsl';
 import type { Context } from '../../context';
 import { floatNames, isFloat, isHalf, storageBytes, type DType } from '../../dtype';
@@ -90,16 +91,23 @@ export function stridedCopy(
   return y;
 }
 
+/** Tuning of the 16-bit tiled transpose (a benchmark may change it): 'v1' one element per workgroup word on
+ *  64 x 64 tiles, 'v2' packed pairs of rows on `rows` x 64 tiles (64 or 128). */
+export const transpose16Tuning: { kernel: 'v1' | 'v2'; rows: 64 | 128 } = { kernel: 'v2', rows: 64 };
+
 /** Tiled transposes: into f32 (shaders/transpose-tiled.wgsl: 32 x 32 tiles, any input dtype), or 16-bit into the
- *  same dtype with R and C multiples of 8 (shaders/transpose-tiled16.wgsl: 64 x 64 tiles, 16-byte loads and stores). */
+ *  same dtype with R and C multiples of 8 (shaders/transpose-tiled16*.wgsl: 16-byte loads and stores). */
 function tiledTranspose(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: number, R: number, C: number): void {
   const half = y.dtype !== 'f32';
+  const { kernel, rows } = transpose16Tuning;
+  const v2 = half && kernel === 'v2';
   const k = half
-    ? cachedKernel(ctx, 'transpose-tiled16', () => ({
-        name: 'transpose-tiled16',
-        code: '@group(0) @binding(1) var<storage, read> x4: array<vec4u>;\n@group(0) @binding(2) var<storage, read_write> y4: array<vec4u>;\n' + tiled16Wgsl,
+    ? cachedKernel(ctx, v2 ? `transpose-tiled16-v2:${rows}` : 'transpose-tiled16', () => ({
+        name: v2 ? 'transpose-tiled16-v2' : 'transpose-tiled16',
+        code: '@group(0) @binding(1) var<storage, read> x4: array<vec4u>;\n@group(0) @binding(2) var<storage, read_write> y4: array<vec4u>;\n' + (v2 ? tiled16v2Wgsl : tiled16Wgsl),
         bindings: ioBindings('u32', 'u32'),
         params: ['u32:R', 'u32:C', 'u32:zoff'],
+        ...(v2 ? { consts: { TR: rows } } : {}),
       }))
     : cachedKernel(ctx, `transpose-tiled:${x.dtype}`, () => ({
         name: 'transpose-tiled',
@@ -107,9 +115,10 @@ function tiledTranspose(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: numbe
         bindings: ioBindings(x.dtype),
         params: ['u32:R', 'u32:C', 'u32:zoff'],
       }));
-  const ts = half ? 64 : 32;
-  const gx = Math.ceil(C / ts);
-  const gy = Math.ceil(R / ts);
+  const tc = half ? 64 : 32;
+  const tr = v2 ? rows : tc;
+  const gx = Math.ceil(C / tc);
+  const gy = Math.ceil(R / tr);
   if (gx > 65535 || gy > 65535) throw new ShapeError(`transpose: a ${R} x ${C} matrix is too large for one dispatch`);
   for (let z = 0; z < B; z += 65535) ctx.dispatch(k, [x.buffer, y.buffer], [gx, gy, Math.min(65535, B - z)], [R, C, z]);
 }
