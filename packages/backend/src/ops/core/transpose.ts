@@ -92,8 +92,10 @@ export function stridedCopy(
 }
 
 /** Tuning of the 16-bit tiled transpose (a benchmark may change it): 'v1' one element per workgroup word on
- *  64 x 64 tiles, 'v2' packed pairs of rows on `rows` x 64 tiles (64 or 128). */
-export const transpose16Tuning: { kernel: 'v1' | 'v2'; rows: 64 | 128 } = { kernel: 'v2', rows: 64 };
+ *  64 x 64 tiles, 'v2' packed pairs of rows on `rows` x 64 tiles (64 or 128). v1 is the default: it is the one
+ *  timed on a GPU (H200, 2026-12-07: two 4096 x 4096 f16 transposes in 83 us, 1.6 TB/s); v2 passes the CPU tests
+ *  but is not timed yet (`matmul-tc-bench --sweep=auto-via --transpose16=v2:64`). */
+export const transpose16Tuning: { kernel: 'v1' | 'v2'; rows: 64 | 128 } = { kernel: 'v1', rows: 64 };
 
 /** Tiled transposes: into f32 (shaders/transpose-tiled.wgsl: 32 x 32 tiles, any input dtype), or 16-bit into the
  *  same dtype with R and C multiples of 8 (shaders/transpose-tiled16*.wgsl: 16-byte loads and stores). */
