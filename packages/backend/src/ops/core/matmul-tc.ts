@@ -201,7 +201,7 @@ export const tcTuning: {
   /** x W^T through TN where the compute units are known (`tcViaTN`): both operands transposed by the 16-bit tiled
    *  transpose, then the TN product, when its model time (TFLOP/s `tn`, the copies' bytes at `bw` bytes/s) is at
    *  least `margin` below the NT product's (TFLOP/s `nt`); null turns it off. Off: measured on an H200 (2026-12-07,
-   *  eighteenth session; 2 GPU checks pass, worst 6.6e-7) with the v1 transpose at 1.6-1.7 TB/s, it ran 4096^3 NT at
+   *  eighteenth session; 2 GPU checks pass, worst 6.6e-7) with the v1 transpose at 1.56-1.73 TB/s, it ran 4096^3 NT at
    *  241.7-242.5 TFLOP/s against 240.1 without it, and lost on 8192x5632x2048 (246.1-246.9 against 250.5) and
    *  8192x2048x5632 (242.8 against 244.3). With that bandwidth the model ({ nt: 245, tn: 280, bw: 1.6e12 }) picks
    *  none of them; it would pay with copies at about 3 TB/s (the TN products alone ran 284 / 293 / 273). */
