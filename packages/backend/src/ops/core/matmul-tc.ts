@@ -203,8 +203,9 @@ export const tcTuning: {
    *  least `margin` below the NT product's (TFLOP/s `nt`); null turns it off. Off: measured on an H200 (2026-12-07,
    *  eighteenth session; 2 GPU checks pass, worst 6.6e-7) with the v1 transpose at 1.56-1.73 TB/s, it ran 4096^3 NT at
    *  241.7-242.5 TFLOP/s against 240.1 without it, and lost on 8192x5632x2048 (246.1-246.9 against 250.5) and
-   *  8192x2048x5632 (242.8 against 244.3). With that bandwidth the model ({ nt: 245, tn: 280, bw: 1.6e12 }) picks
-   *  none of them; it would pay with copies at about 3 TB/s (the TN products alone ran 284 / 293 / 273). */
+   *  8192x2048x5632 (242.8 against 244.3). Its fixed rates are too coarse to turn on (with bw 1.6e12 it would
+   *  still pick 8192x5632x2048, where NT runs 250 and TN 273); the route would pay with copies at about 3 TB/s
+   *  (the TN products alone ran 284 / 293 / 273). */
   viaTN: null,
   /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
    *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
