@@ -101,10 +101,9 @@ export const transpose16Tuning: { kernel: 'v1' | 'v2'; rows: 64 | 128 } = { kern
  *  same dtype with R and C multiples of 8 (shaders/transpose-tiled16*.wgsl: 16-byte loads and stores). */
 function tiledTranspose(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: number, R: number, C: number): void {
   const half = y.dtype !== 'f32';
-  const { kernel } = transpose16Tuning;
-  // 128 rows take 16.3 KiB of workgroup memory (64 columns of 65 words): 64 where the adapter allows less
-  const rows = transpose16Tuning.rows === 128 && 64 * 65 * 4 > (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384) ? 64 : transpose16Tuning.rows;
-  const v2 = half && kernel === 'v2';
+  const v2 = half && transpose16Tuning.kernel === 'v2';
+  // v2's tile: 64 columns of rows / 2 + 1 words (128 rows: 16.3 KiB); 64 rows where the adapter allows less
+  const rows = 64 * (transpose16Tuning.rows / 2 + 1) * 4 > (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384) ? 64 : transpose16Tuning.rows;
   const k = half
     ? cachedKernel(ctx, v2 ? `transpose-tiled16-v2:${rows}` : 'transpose-tiled16', () => ({
         name: v2 ? 'transpose-tiled16-v2' : 'transpose-tiled16',
