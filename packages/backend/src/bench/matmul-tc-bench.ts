@@ -11,14 +11,14 @@
  *   bash .gpu/run.sh matmul-tc-bench --probe   # pipeline-creation diagnosis: each variant in its own process
  *   bash .gpu/run.sh matmul-tc-bench --sweep[=v1,v2,...] [--ablate=t128x256k16,v2] [--shapes=4096] [--reps=20]
  *       every kernel variant of TC_TILES (and timing ablations of the variants named) over
- *       4096^3, 8192x2048x5632 and 8192x5632x2048 in NN / NT / TN: TFLOP/s and the largest relative error of
+ *       4096^3, 8192x2048x5632 and 8192x5632x2048 in NN / NT / TN (--layouts=NT,TN a subset; TT too): TFLOP/s and the largest relative error of
  *       sampled outputs against float64 per variant; the table comes last on stdout. `--shapes=2048` the 1.1B
  *       LoRA step's products instead (2048 tokens). 'auto' is what matmul picks (with wave planning and split
  *       tails where the adapter's compute units are known: `RUSTY_COMPUTE_UNITS` overrides), 'auto0' the same
  *       without any of it, 'auto-notail' / 'auto-novia' / 'auto-neither' without split tails / without x W^T through TN
  *       (tcViaTN) / without both, 'auto-via' with every x W^T it can take through TN; 'v65+tail' a tile with its tail
  *       split where it can be. --via-tn=NT,TN,BW,MARGIN sets tcTuning.viaTN's model (TFLOP/s, TFLOP/s, bytes/s,
- *       fraction) for the whole run, --via-tn=off turns it off; --transpose16=v1|v2:64|v2:128 the 16-bit tiled transpose's
+ *       fraction) for the whole run, --via-tn=off turns it off; --transpose16=v1|v2:64|v2:128|v3 the 16-bit tiled transpose's
  *       kernel (transpose16Tuning).
  */
 import { spawnSync } from 'node:child_process';
@@ -190,7 +190,8 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
     [2048, 2048, 5632],
     [2048, 256, 2048],
   ] as [number, number, number][]).filter(([M]) => (opt('shapes') ? opt('shapes')!.split(',').includes(String(M)) : M !== 2048));
-  const layouts = ['NN', 'NT', 'TN'];
+  const layouts = opt('layouts')?.split(',') ?? ['NN', 'NT', 'TN'];
+  if (!layouts.every((x) => ['NN', 'NT', 'TN', 'TT'].includes(x))) throw new Error(`matmul-tc-bench: --layouts takes NN, NT, TN, TT, not '${opt('layouts')}'`);
   const product = (v: Variant, M: number, N: number, K: number, layout: string) => {
     const transA = layout[0] === 'T';
     const transB = layout[1] === 'T';
@@ -344,7 +345,7 @@ async function main() {
   const t16 = opt('transpose16');
   if (t16) {
     const [kernel, rows] = t16.split(':');
-    if ((kernel !== 'v1' && kernel !== 'v2') || !['64', '128', undefined].includes(rows)) throw new Error(`matmul-tc-bench: --transpose16=v1|v2:64|v2:128, not '${t16}'`);
+    if (!['v1', 'v2', 'v3'].includes(kernel!) || !['64', '128', undefined].includes(rows)) throw new Error(`matmul-tc-bench: --transpose16=v1|v2:64|v2:128|v3, not '${t16}'`);
     Object.assign(transpose16Tuning, { kernel, rows: Number(rows ?? 64) });
   }
   const c = opt('child');

@@ -66,6 +66,7 @@ describe('permute / transpose', () => {
         { kernel: 'v1', rows: 64 },
         { kernel: 'v2', rows: 64 },
         { kernel: 'v2', rows: 128 },
+        { kernel: 'v3', rows: 64 },
       ] as const) {
         Object.assign(transpose16Tuning, t);
         for (const [r, c] of [
