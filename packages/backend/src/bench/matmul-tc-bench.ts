@@ -17,8 +17,8 @@
  *       tails where the adapter's compute units are known: `RUSTY_COMPUTE_UNITS` overrides), 'auto0' the same
  *       without any of it, 'auto-notail' / 'auto-novia' / 'auto-neither' without split tails / without x W^T through TN
  *       (tcViaTN) / without both, 'auto-via' with every x W^T it can take through TN; 'v65+tail' a tile with its tail
- *       split where it can be. --via-tn=NT,TN,BW,MARGIN sets tcTuning.viaTN's model (TFLOP/s, TFLOP/s, bytes/s,
- *       fraction) for the whole run, --via-tn=off turns it off; --transpose16=v1|v2:64|v2:128|v3 the 16-bit tiled transpose's
+ *       split where it can be. --via-tn=TNWAVE,USPERK,BW,MARGIN sets tcTuning.viaTN's model (see tcViaTN) for
+ *       the whole run, --via-tn=off turns it off; --transpose16=v1|v2:64|v2:128|v3 the 16-bit tiled transpose's
  *       kernel (transpose16Tuning).
  */
 import { spawnSync } from 'node:child_process';
@@ -230,7 +230,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   // (2) timings, after a second of work that brings the clocks up from idle
   {
     const [n0, t0v] = variants[0]!;
-    const f = product(t0v, 4096, 4096, 4096, 'NN');
+    const f = product(t0v, ...shapes[0]!, layouts[0]!);
     const s0 = performance.now();
     while (performance.now() - s0 < 1000) {
       for (let i = 0; i < 5; i++) f();
@@ -338,9 +338,9 @@ function variantOf(name: string): Variant {
 async function main() {
   const via = opt('via-tn');
   if (via) {
-    const [nt, tn, bw, margin] = via.split(',').map(Number);
-    if (via !== 'off' && ![nt, tn, bw, margin].every((x) => Number.isFinite(x) && x! > 0)) throw new Error(`matmul-tc-bench: --via-tn=NT,TN,BW,MARGIN or off, not '${via}'`);
-    tcTuning.viaTN = via === 'off' ? null : { nt: nt!, tn: tn!, bw: bw!, margin: margin! };
+    const [tnWave, usPerK, bw, margin] = via.split(',').map(Number);
+    if (via !== 'off' && ![tnWave, usPerK, bw, margin].every((x) => Number.isFinite(x) && x! > 0)) throw new Error(`matmul-tc-bench: --via-tn=TNWAVE,USPERK,BW,MARGIN or off, not '${via}'`);
+    tcTuning.viaTN = via === 'off' ? null : { tnWave: tnWave!, usPerK: usPerK!, bw: bw!, margin: margin! };
   }
   const t16 = opt('transpose16');
   if (t16) {

@@ -29,3 +29,30 @@ for t in v3 v2:128 v2:64 v1; do
   timeout $((budget - SECONDS)) bash .gpu/run.sh matmul-tc-bench --sweep=auto-novia,auto-via --layouts=NT --transpose16=$t --reps=20 >"$f" 2>"${f%.json}.log"
   echo "$t rc=$? at ${SECONDS}s"; show "$f"
 done
+# the fastest kernel (its two transposes at 4096^3: 4 (M + N) K bytes) and its bandwidth, then with it: auto with the
+# route's model on (tcViaTN: tnWave 0.76, 0.039 us per K, that bandwidth, margin 0.02) on the LLM shapes, and on the
+# 1.1B LoRA step's products (2048 tokens) beside the route forced and never, while time is left
+read -r best bw < <(python3 - "$o" <<'PY'
+import json, sys
+best = None
+for t in ['v3', 'v2:128', 'v2:64', 'v1']:
+    try:
+        for line in open('%s/sweep-%s.json' % (sys.argv[1], t.replace(':', '-'))):
+            for r in json.loads(line).get('sweep', []):
+                if r['variant'] == 'auto-via' and r['M'] == 4096:
+                    us = sum(float(k.split(': ')[1]) for k in r['kernels'] if k.startswith('transpose'))
+                    if us and (best is None or us < best[1]): best = (t, us)
+    except (OSError, ValueError, KeyError):
+        pass
+print(best[0], '%.3g' % (4 * 8192 * 4096 / (best[1] * 1e-6))) if best else print('v1 1.6e12')
+PY
+)
+echo "fastest transpose: $best at $bw bytes/s"
+for s in 4096 2048; do
+  if ((SECONDS > budget - 45)); then echo "skipped auto on $s: ${SECONDS}s of ${budget}s used"; continue; fi
+  f="$o/sweep-model-$s.json"
+  v=auto; [ $s = 2048 ] && v=auto,auto-novia,auto-via
+  [ $s = 4096 ] && sh=4096,8192 || sh=2048
+  timeout $((budget - SECONDS)) bash .gpu/run.sh matmul-tc-bench --sweep=$v --layouts=NT --shapes=$sh --transpose16=$best --via-tn=0.76,0.039,$bw,0.02 --reps=20 >"$f" 2>"${f%.json}.log"
+  echo "model $s rc=$? at ${SECONDS}s"; show "$f"
+done

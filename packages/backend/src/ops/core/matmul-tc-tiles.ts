@@ -144,7 +144,7 @@ export const tcTuning: {
   tail: boolean;
   tailMinSlices: number;
   tailCost: number;
-  viaTN: { nt: number; tn: number; bw: number; margin: number } | null;
+  viaTN: { tnWave: number; usPerK: number; bw: number; margin: number } | null;
   bigAlt: TcTileName;
   small: TcTileName;
   minBigTiles: number;

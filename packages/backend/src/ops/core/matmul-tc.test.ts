@@ -124,15 +124,20 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(tcTail(v65, { ...nt, M: 8192, N: 5632, K: 2048 }, 132)).toBeNull(); // 1920 = 14 x 132 + 72
     expect(tcTail(v65, { ...nt, M: 1024, N: 1024, K: 4096 }, 132)).toBeNull(); // 48 tiles
     expect(tcTail({ ...v65, gm: 8 }, { ...nt, K: 4096 }, 132)).toBeNull();
-    // x W^T through TN (transposed copies): 4096^3 and 8192 x 5632 x 2048 by the model; not the LoRA step's 2048-token
-    // products, 8192 x 2048 x 5632, other layouts, batches, strided or unaligned operands, unknown compute units
+    // x W^T through TN (transposed copies), by the wave model: with copies at 3 TB/s on 4096^3 (NT: v65 with a split
+    // tail, 5 1/3 waves x 0.66 + 0.1; TN: 4 waves x 0.76, 486 us, + 45 us of copies against 573) and the LLM shapes;
+    // at 1 TB/s (134 us of copies) not; nor with too few tiles for the big tiles, other layouts, batches, strided or
+    // unaligned operands, unknown compute units
     const lt = (M: number, N: number, K: number, o: object = {}) => ({ M, N, K, batch: 1, transA: false, transB: true, lda: K, ldb: K, ...o });
     const via = tcTuning.viaTN;
-    tcTuning.viaTN = { nt: 245, tn: 280, bw: 2.4e12, margin: 0.02 };
+    tcTuning.viaTN = { tnWave: 0.76, usPerK: 0.039, bw: 3e12, margin: 0.02 };
     expect(tcViaTN(lt(4096, 4096, 4096), 132)).toBe(true);
     expect(tcViaTN(lt(8192, 5632, 2048), 132)).toBe(true);
-    expect(tcViaTN(lt(2048, 5632, 2048), 132)).toBe(false);
-    expect(tcViaTN(lt(8192, 2048, 5632), 132)).toBe(false);
+    expect(tcViaTN(lt(8192, 2048, 5632), 132)).toBe(true);
+    expect(tcViaTN(lt(1024, 1024, 4096), 132)).toBe(false); // 32 big tiles
+    tcTuning.viaTN = { tnWave: 0.76, usPerK: 0.039, bw: 1e12, margin: 0.02 };
+    expect(tcViaTN(lt(4096, 4096, 4096), 132)).toBe(false);
+    tcTuning.viaTN = { tnWave: 0.76, usPerK: 0.039, bw: 3e12, margin: 0.02 };
     expect(tcViaTN(lt(4096, 4096, 4096), null)).toBe(false);
     expect(tcViaTN(lt(4096, 4096, 4096, { transB: false }), 132)).toBe(false);
     expect(tcViaTN(lt(4096, 4096, 4096, { batch: 2 }), 132)).toBe(false);

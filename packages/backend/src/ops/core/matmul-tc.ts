@@ -182,18 +182,24 @@ export interface TcTail {
 }
 
 /** Whether `auto` runs an x W^T (NT) product as the TN product of both operands transposed (`tcTuning.viaTN`):
- *  unbatched, contiguous, every dim a multiple of 8 (the 16-bit tiled transpose), and (unless `l.viaTN` asks for it)
- *  compute units known and the model's time of the copies and the TN product at least `margin` below the NT
- *  product's. */
+ *  unbatched, contiguous, every dim a multiple of 8 (the 16-bit transpose), and (unless `l.viaTN` asks for it)
+ *  compute units known, enough tiles for the big tiles, and the model's time of the copies and the TN product at
+ *  least `margin` below the NT product's. The model counts waves as `chooseTcTile` does (`tcWaveTime`, split tails
+ *  included): the NT product's on the tile `auto` takes for it, the TN product's on `bigTN` times `tnWave`, each
+ *  wave `usPerK` us per unit of K; the copies move 4 (M + N) K bytes at `bw` bytes/s. */
 export function tcViaTN(l: Pick<TcLaunch, 'M' | 'N' | 'K' | 'batch' | 'transA' | 'transB' | 'lda' | 'ldb' | 'viaTN'>, wave: number | null): boolean {
   const v = tcTuning.viaTN;
   if (l.viaTN === false || l.transA || !l.transB || l.batch !== 1 || l.lda !== l.K || l.ldb !== l.K) return false;
   if (l.M % 8 || l.N % 8 || l.K % 8) return false;
   if (l.viaTN) return true;
   if (!v || !wave) return false;
-  const flop = 2 * l.M * l.N * l.K;
-  const tn = flop / (v.tn * 1e12) + (4 * (l.M + l.N) * l.K) / v.bw;
-  return tn < (1 - v.margin) * (flop / (v.nt * 1e12));
+  const big = TC_TILES[tcTuning.big];
+  if (tcTileCount(big, l) < tcTuning.minBigTiles) return false;
+  const nt = Math.min(tcWaveTime(big, l, wave), tcWaveTime(TC_TILES[tcTuning.bigNT], l, wave) * tcTuning.bigNTWave);
+  const tn = tcWaveTime(TC_TILES[tcTuning.bigTN], l, wave) * v.tnWave;
+  const waveUs = v.usPerK * l.K;
+  const copyUs = ((4 * (l.M + l.N) * l.K) / v.bw) * 1e6;
+  return tn * waveUs + copyUs < (1 - v.margin) * nt * waveUs;
 }
 
 /** The wave (tiles at once) that `auto` plans with on this context, or null where the adapter's compute units
