@@ -17,8 +17,8 @@
  *       tails where the adapter's compute units are known: `RUSTY_COMPUTE_UNITS` overrides), 'auto0' the same
  *       without any of it, 'auto-notail' / 'auto-novia' / 'auto-neither' without split tails / without x W^T through TN
  *       (tcViaTN) / without both, 'auto-via' with every x W^T it can take through TN; 'v65+tail' a tile with its tail
- *       split where it can be. --via-tn=TNWAVE,USPERK,BW,MARGIN sets tcTuning.viaTN's model (see tcViaTN) for
- *       the whole run, --via-tn=off turns it off; --transpose16=v1|v2:64|v2:128|v3 the 16-bit tiled transpose's
+ *       split where it can be. --via-tn=MARGIN sets tcTuning.viaTN's margin (see tcViaTN) for the whole
+ *       run, --via-tn=off turns the model off; --transpose16=v1|v2:64|v2:128|v3 the 16-bit tiled transpose's
  *       kernel (transpose16Tuning).
  */
 import { spawnSync } from 'node:child_process';
@@ -227,12 +227,12 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   const failed = new Set([...tcFailures(gpu)].map(([k]) => k));
   const rows: Record<string, unknown>[] = [];
   const table: Record<string, Record<string, unknown>> = {};
-  // (2) timings, after a second of work that brings the clocks up from idle
+  // (2) timings, after 3 s of work that bring the clocks up from idle (1 s was too little for 2048-row products: H100, 2026-12-07)
   {
     const [n0, t0v] = variants[0]!;
     const f = product(t0v, ...shapes[0]!, layouts[0]!);
     const s0 = performance.now();
-    while (performance.now() - s0 < 1000) {
+    while (performance.now() - s0 < 3000) {
       for (let i = 0; i < 5; i++) f();
       await gpu.sync();
     }
@@ -338,9 +338,9 @@ function variantOf(name: string): Variant {
 async function main() {
   const via = opt('via-tn');
   if (via) {
-    const [tnWave, usPerK, bw, margin] = via.split(',').map(Number);
-    if (via !== 'off' && ![tnWave, usPerK, bw, margin].every((x) => Number.isFinite(x) && x! > 0)) throw new Error(`matmul-tc-bench: --via-tn=TNWAVE,USPERK,BW,MARGIN or off, not '${via}'`);
-    tcTuning.viaTN = via === 'off' ? null : { tnWave: tnWave!, usPerK: usPerK!, bw: bw!, margin: margin! };
+    const margin = Number(via);
+    if (via !== 'off' && !(Number.isFinite(margin) && margin > -1 && margin < 1 && tcTuning.viaTN)) throw new Error(`matmul-tc-bench: --via-tn=MARGIN (with the model on) or off, not '${via}'`);
+    tcTuning.viaTN = via === 'off' ? null : { ...tcTuning.viaTN!, margin };
   }
   const t16 = opt('transpose16');
   if (t16) {

@@ -144,7 +144,7 @@ export const tcTuning: {
   tail: boolean;
   tailMinSlices: number;
   tailCost: number;
-  viaTN: { tnWave: number; usPerK: number; bw: number; margin: number } | null;
+  viaTN: { nt: Partial<Record<TcTileName, number>>; tn: number; copyUs: number; bw: number; margin: number } | null;
   bigAlt: TcTileName;
   small: TcTileName;
   minBigTiles: number;
@@ -178,15 +178,17 @@ export const tcTuning: {
   /** What a split tail costs beyond its chunks' time, in waves (the partial stores and the summing kernel):
    *  `tcWaveTime` counts it where it compares tiles. */
   tailCost: 0.1,
-  /** x W^T through TN where the compute units are known (`tcViaTN`): both operands transposed by the 16-bit tiled
-   *  transpose, then the TN product, when its model time (TFLOP/s `tn`, the copies' bytes at `bw` bytes/s) is at
-   *  least `margin` below the NT product's (TFLOP/s `nt`); null turns it off. Off: measured on an H200 (2026-12-07,
-   *  eighteenth session; 2 GPU checks pass, worst 6.6e-7) with the v1 transpose at 1.56-1.73 TB/s, it ran 4096^3 NT at
-   *  241.7-242.5 TFLOP/s against 240.1 without it, and lost on 8192x5632x2048 (246.1-246.9 against 250.5) and
-   *  8192x2048x5632 (242.8 against 244.3). Its fixed rates are too coarse to turn on (with bw 1.6e12 it would
-   *  still pick 8192x5632x2048, where NT runs 250 and TN 273); the route would pay with copies at about 3 TB/s
-   *  (the TN products alone ran 284 / 293 / 273). */
-  viaTN: null,
+  /** x W^T through TN where the compute units are known (`tcViaTN`): both operands transposed by the 16-bit
+   *  transpose (`transpose16Tuning`), then the TN product, where the model's time is at least `margin` below the NT
+   *  product's. Fitted on an H100 (2026-12-07, nineteenth session, the v3 transpose): us per wave per unit of K of
+   *  v59 and v65 in NT (148 us a wave at K 4096; 0.025: 559 us for 4096^3's 5 1/3 waves, 757 for 8192x5632x2048's
+   *  15 at K 2048) and of bigTN (v62) in TN (485 us for 4096^3's 4 waves, 647 for 8192x2048x5632's 4 at K 5632);
+   *  the copies' time as 20 us plus 4 (M + N) K bytes at 3.1 TB/s (within 4 us of all six products timed: 30 us
+   *  for two 2048 x 2048 operands, 97 for 8192 x 5632 and 2048 x 5632). Measured there: 4096^3 NT 250.5-250.9
+   *  TFLOP/s through TN against 238-240 without, 8192x5632x2048 252.2-252.3 against 249-250; the 1.1B LoRA step's
+   *  2048-token products lose through TN (2048^3 159 against 197, 2048x5632x2048 198 against 216) and the model
+   *  keeps them NT. */
+  viaTN: { nt: { v59: 0.0361, v65: 0.025 }, tn: 0.0296, copyUs: 20, bw: 3.1e12, margin: 0.01 },
   /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
    *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
    *  197-200 on 8192x5632x2048. */

@@ -124,30 +124,35 @@ describe('tensor-core path selection (runs everywhere)', () => {
     expect(tcTail(v65, { ...nt, M: 8192, N: 5632, K: 2048 }, 132)).toBeNull(); // 1920 = 14 x 132 + 72
     expect(tcTail(v65, { ...nt, M: 1024, N: 1024, K: 4096 }, 132)).toBeNull(); // 48 tiles
     expect(tcTail({ ...v65, gm: 8 }, { ...nt, K: 4096 }, 132)).toBeNull();
-    // x W^T through TN (transposed copies), by the wave model: with copies at 3 TB/s on 4096^3 (NT: v65 with a split
-    // tail, 5 1/3 waves x 0.66 + 0.1; TN: 4 waves x 0.76, 486 us, + 45 us of copies against 573) and the LLM shapes;
-    // at 1 TB/s (134 us of copies) not; nor with too few tiles for the big tiles, other layouts, batches, strided or
+    // x W^T through TN (transposed copies), by the default model on the tile auto takes for the NT product: 4096^3
+    // (v65 with a split tail, 5.43 waves, 556 us, against 4 waves of v62, 485 us, + 63 us of copies) and
+    // 8192 x 5632 x 2048; not 8192 x 2048 x 5632 (within the margin), the 1.1B LoRA step's 2048-token products (its
+    // LM head within the margin), copies at 1 TB/s, an NT tile without a rate; nor other layouts, batches, strided or
     // unaligned operands, unknown compute units
     const lt = (M: number, N: number, K: number, o: object = {}) => ({ M, N, K, batch: 1, transA: false, transB: true, lda: K, ldb: K, ...o });
-    const via = tcTuning.viaTN;
-    tcTuning.viaTN = { tnWave: 0.76, usPerK: 0.039, bw: 3e12, margin: 0.02 };
-    expect(tcViaTN(lt(4096, 4096, 4096), 132)).toBe(true);
-    expect(tcViaTN(lt(8192, 5632, 2048), 132)).toBe(true);
-    expect(tcViaTN(lt(8192, 2048, 5632), 132)).toBe(true);
-    expect(tcViaTN(lt(1024, 1024, 4096), 132)).toBe(false); // 32 big tiles
-    tcTuning.viaTN = { tnWave: 0.76, usPerK: 0.039, bw: 1e12, margin: 0.02 };
-    expect(tcViaTN(lt(4096, 4096, 4096), 132)).toBe(false);
-    tcTuning.viaTN = { tnWave: 0.76, usPerK: 0.039, bw: 3e12, margin: 0.02 };
-    expect(tcViaTN(lt(4096, 4096, 4096), null)).toBe(false);
-    expect(tcViaTN(lt(4096, 4096, 4096, { transB: false }), 132)).toBe(false);
-    expect(tcViaTN(lt(4096, 4096, 4096, { batch: 2 }), 132)).toBe(false);
-    expect(tcViaTN(lt(4096, 4096, 4096, { lda: 4104 }), 132)).toBe(false);
-    expect(tcViaTN(lt(4096, 4092, 4096), 132)).toBe(false);
-    expect(tcViaTN(lt(4096, 4096, 4096, { viaTN: false }), 132)).toBe(false);
+    const via = (M: number, N: number, K: number) => tcViaTN(lt(M, N, K), 132, chooseTcTile(nv, H200_LIMITS, lt(M, N, K), 132));
+    expect(chooseTcTile(nv, H200_LIMITS, lt(4096, 4096, 4096), 132)).toBe(v65);
+    expect(via(4096, 4096, 4096)).toBe(true);
+    expect(via(8192, 5632, 2048)).toBe(true);
+    expect(via(8192, 2048, 5632)).toBe(false);
+    for (const [M, N, K] of [[2048, 2048, 2048], [2048, 5632, 2048], [2048, 2048, 5632], [2048, 256, 2048], [2048, 32000, 2048]]) expect(via(M!, N!, K!), `${M}x${N}x${K}`).toBe(false);
+    const model = tcTuning.viaTN!;
+    tcTuning.viaTN = { ...model, bw: 1e12 };
+    expect(via(4096, 4096, 4096)).toBe(false);
+    tcTuning.viaTN = { ...model, nt: { v59: model.nt.v59 } };
+    expect(via(4096, 4096, 4096)).toBe(false);
+    tcTuning.viaTN = model;
+    expect(tcViaTN(lt(4096, 4096, 4096), 132)).toBe(false); // no NT tile given
+    expect(tcViaTN(lt(4096, 4096, 4096), null, v65)).toBe(false);
+    expect(tcViaTN(lt(4096, 4096, 4096, { transB: false }), 132, v65)).toBe(false);
+    expect(tcViaTN(lt(4096, 4096, 4096, { batch: 2 }), 132, v65)).toBe(false);
+    expect(tcViaTN(lt(4096, 4096, 4096, { lda: 4104 }), 132, v65)).toBe(false);
+    expect(tcViaTN(lt(4096, 4092, 4096), 132, v65)).toBe(false);
+    expect(tcViaTN(lt(4096, 4096, 4096, { viaTN: false }), 132, v65)).toBe(false);
     expect(tcViaTN(lt(64, 64, 64, { viaTN: true }), null)).toBe(true);
     tcTuning.viaTN = null;
-    expect(tcViaTN(lt(4096, 4096, 4096), 132)).toBe(false);
-    tcTuning.viaTN = via;
+    expect(tcViaTN(lt(4096, 4096, 4096), 132, v65)).toBe(false);
+    tcTuning.viaTN = model;
     const tuned = tcTuning.tail;
     tcTuning.tail = false;
     expect(chooseTcTile(nv, H200_LIMITS, { ...nt, K: 4096 }, 132)).toBe(big);

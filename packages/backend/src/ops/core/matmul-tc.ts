@@ -183,23 +183,23 @@ export interface TcTail {
 
 /** Whether `auto` runs an x W^T (NT) product as the TN product of both operands transposed (`tcTuning.viaTN`):
  *  unbatched, contiguous, every dim a multiple of 8 (the 16-bit transpose), and (unless `l.viaTN` asks for it)
- *  compute units known, enough tiles for the big tiles, and the model's time of the copies and the TN product at
- *  least `margin` below the NT product's. The model counts waves as `chooseTcTile` does (`tcWaveTime`, split tails
- *  included): the NT product's on the tile `auto` takes for it, the TN product's on `bigTN` times `tnWave`, each
- *  wave `usPerK` us per unit of K; the copies move 4 (M + N) K bytes at `bw` bytes/s. */
-export function tcViaTN(l: Pick<TcLaunch, 'M' | 'N' | 'K' | 'batch' | 'transA' | 'transB' | 'lda' | 'ldb' | 'viaTN'>, wave: number | null): boolean {
+ *  compute units known and the model's time of the copies and the TN product at least `margin` below the NT
+ *  product's on `ntTile`, the tile `auto` takes for it. The model counts waves as `chooseTcTile` does
+ *  (`tcWaveTime`, split tails included), each wave taking its tile's measured us per unit of K (`nt` for the NT
+ *  tiles; an NT tile without a rate is never replaced), and the copies `copyUs` plus 4 (M + N) K bytes at `bw`. */
+export function tcViaTN(l: Pick<TcLaunch, 'M' | 'N' | 'K' | 'batch' | 'transA' | 'transB' | 'lda' | 'ldb' | 'viaTN'>, wave: number | null, ntTile?: TcTile): boolean {
   const v = tcTuning.viaTN;
   if (l.viaTN === false || l.transA || !l.transB || l.batch !== 1 || l.lda !== l.K || l.ldb !== l.K) return false;
   if (l.M % 8 || l.N % 8 || l.K % 8) return false;
   if (l.viaTN) return true;
-  if (!v || !wave) return false;
-  const big = TC_TILES[tcTuning.big];
-  if (tcTileCount(big, l) < tcTuning.minBigTiles) return false;
-  const nt = Math.min(tcWaveTime(big, l, wave), tcWaveTime(TC_TILES[tcTuning.bigNT], l, wave) * tcTuning.bigNTWave);
-  const tn = tcWaveTime(TC_TILES[tcTuning.bigTN], l, wave) * v.tnWave;
-  const waveUs = v.usPerK * l.K;
-  const copyUs = ((4 * (l.M + l.N) * l.K) / v.bw) * 1e6;
-  return tn * waveUs + copyUs < (1 - v.margin) * nt * waveUs;
+  if (!v || !wave || !ntTile) return false;
+  const name = (Object.keys(TC_TILES) as TcTileName[]).find((n) => TC_TILES[n] === ntTile);
+  const rate = name && v.nt[name];
+  if (!rate) return false;
+  const nt = tcWaveTime(ntTile, l, wave) * rate * l.K;
+  const tn = tcWaveTime(TC_TILES[tcTuning.bigTN], l, wave) * v.tn * l.K;
+  const copies = v.copyUs + ((4 * (l.M + l.N) * l.K) / v.bw) * 1e6;
+  return tn + copies < (1 - v.margin) * nt;
 }
 
 /** The wave (tiles at once) that `auto` plans with on this context, or null where the adapter's compute units
@@ -258,11 +258,12 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
   if (bufs.length !== (l.gscale ? 5 : 4)) throw new ShapeError(`matmul: internal: ${bufs.length} bindings for a tensor-core launch`);
   // x W^T as the TN product of transposed copies where that pays (once the TN kernel is ready; if it failed its
   // check, the NT product)
-  if (!l.tile && tcViaTN(l, tcWave(ctx)) && !('offset' in bufs[0]!) && !('offset' in bufs[1]!)) {
+  const r = tcKernelPlan(ctx, plan, l);
+  if (!l.tile && tcViaTN(l, tcWave(ctx), r.tile) && !('offset' in bufs[0]!) && !('offset' in bufs[1]!)) {
     const { M, N, K } = l;
     const tn: TcLaunch = { ...l, transA: true, transB: false, lda: M, ldb: N, sa: 0, sb: 0 };
-    const r = tcKernelPlan(ctx, plan, tn);
-    if (checkedKernel(ctx, r.key, r.make)) {
+    const rt = tcKernelPlan(ctx, plan, tn);
+    if (checkedKernel(ctx, rt.key, rt.make)) {
       const at = transpose(ctx, { buffer: bufs[0] as GpuBuffer, dtype: 'f16', shape: [M, K] });
       const bt = transpose(ctx, { buffer: bufs[1] as GpuBuffer, dtype: 'f16', shape: [N, K] });
       try {
@@ -272,9 +273,8 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
         ctx.release(bt.buffer);
       }
     }
-    if (!kernelFailed(ctx, r.key)) return false;
+    if (!kernelFailed(ctx, rt.key)) return false;
   }
-  const r = tcKernelPlan(ctx, plan, l);
   // subgroup-matrix pipelines are built only once their WGSL checked out (see kernel-cache.ts: under Dawn's
   // skip_validation a shader breaking a subgroup-matrix rule aborted the process at pipeline creation)
   const k = checkedKernel(ctx, r.key, r.make);

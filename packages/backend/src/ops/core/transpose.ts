@@ -94,10 +94,10 @@ export function stridedCopy(
 
 /** Tuning of the 16-bit tiled transpose (a benchmark may change it): 'v1' one element per workgroup word on
  *  64 x 64 tiles, 'v2' packed pairs of rows on `rows` x 64 tiles (64 or 128), 'v3' no workgroup memory (each thread
- *  an 8 x 8 block in registers; 256 x 64 tiles). v1 is the default: it is the one timed on a GPU (H200, 2026-12-07:
- *  two 4096 x 4096 f16 transposes in 83 us, 1.6 TB/s); v2 and v3 pass the CPU tests but are not timed yet
- *  (`matmul-tc-bench --sweep=auto-via --transpose16=v3`). */
-export const transpose16Tuning: { kernel: 'v1' | 'v2' | 'v3'; rows: 64 | 128 } = { kernel: 'v1', rows: 64 };
+ *  an 8 x 8 block in registers; 256 x 64 tiles). v3 is the default: two 4096 x 4096 f16 transposes in 62.6 us on an
+ *  H100 (2026-12-07), against 63.5 for v2 (64 rows), 68.3 for v2 (128 rows) and 93.1 for v1; the same order on
+ *  8192 x 2048 / 5632 x 2048 and 8192 x 5632 / 2048 x 5632 pairs (55.7-97.4 us for v3, 80.7-147.9 for v1). */
+export const transpose16Tuning: { kernel: 'v1' | 'v2' | 'v3'; rows: 64 | 128 } = { kernel: 'v3', rows: 64 };
 
 /** The 16-bit transpose kernel of `transpose16Tuning` on this context: its cache key, WGSL, consts and tile. */
 function transpose16Kernel(ctx: Context): { key: string; name: string; wgsl: string; consts?: Record<string, number>; rows: number; cols: number } {
