@@ -18,8 +18,7 @@
  *       without any of it, 'auto-notail' / 'auto-novia' / 'auto-neither' without split tails / without x W^T through TN
  *       (tcViaTN) / without both, 'auto-via' with every x W^T it can take through TN; 'v65+tail' a tile with its tail
  *       split where it can be. --via-tn=MARGIN sets tcTuning.viaTN's margin (see tcViaTN) for the whole
- *       run, --via-tn=off turns the model off; --transpose16=v1|v2:64|v2:128|v3 the 16-bit tiled transpose's
- *       kernel (transpose16Tuning).
+ *       run, --via-tn=off turns the model off.
  */
 import { spawnSync } from 'node:child_process';
 import probeWgsl from '../../../../shaders/matmul-tc-probe.wgsl';
@@ -29,7 +28,6 @@ import { computeUnits } from '../compute-units';
 import { contextTcPlan, TC_TILES, tcFailures, tcTileProblem, tcTuning, tcWave, tensorCoresReady, type TcTile, type TcTileName, type TensorCorePlan } from '../ops/core/matmul-tc';
 import { pipelineSequence, runTcCase, TC_TOL, tcCases, type TcResult } from '../ops/core/matmul-tc.cases';
 import { download, empty, poison, release, upload, type DeviceTensor } from '../tensor';
-import { transpose16Tuning } from '../ops/core/transpose';
 import { randn, relErr, rng } from '../testing';
 
 const args = process.argv.slice(2);
@@ -177,7 +175,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   const C = empty(gpu, [maxEl]);
   const view = (t: DeviceTensor, shape: number[]): DeviceTensor => ({ buffer: t.buffer, dtype: t.dtype, shape });
   const variants: [string, Variant][] = names.map((n) => [n, variantOf(n)]);
-  log(JSON.stringify({ device: gpu.info.device, description: gpu.info.description, computeUnits: computeUnits(gpu.info), wave: tcWave(gpu), viaTN: tcTuning.viaTN, transpose16: transpose16Tuning }));
+  log(JSON.stringify({ device: gpu.info.device, description: gpu.info.description, computeUnits: computeUnits(gpu.info), wave: tcWave(gpu), viaTN: tcTuning.viaTN }));
   for (const v of opt('ablate')?.split(',') ?? [])
     for (const ablate of ['nomma', 'nostage', 'nostore'] as const) variants.push([`${v}-${ablate}`, { tile: { ...TC_TILES[v as TcTileName], ablate } }]);
   // the 1.1B LoRA step's products (2048 tokens) only with --shapes=2048
@@ -341,12 +339,6 @@ async function main() {
     const margin = Number(via);
     if (via !== 'off' && !(Number.isFinite(margin) && margin > -1 && margin < 1 && tcTuning.viaTN)) throw new Error(`matmul-tc-bench: --via-tn=MARGIN (with the model on) or off, not '${via}'`);
     tcTuning.viaTN = via === 'off' ? null : { ...tcTuning.viaTN!, margin };
-  }
-  const t16 = opt('transpose16');
-  if (t16) {
-    const [kernel, rows] = t16.split(':');
-    if (!['v1', 'v2', 'v3'].includes(kernel!) || !['64', '128', undefined].includes(rows)) throw new Error(`matmul-tc-bench: --transpose16=v1|v2:64|v2:128|v3, not '${t16}'`);
-    Object.assign(transpose16Tuning, { kernel, rows: Number(rows ?? 64) });
   }
   const c = opt('child');
   if (c) return child(c);

@@ -1,7 +1,5 @@
 import copyWgsl from '../../../../../shaders/transpose-copy.wgsl';
 import tiledWgsl from '../../../../../shaders/transpose-tiled.wgsl';
-import tiled16Wgsl from '../../../../../shaders/transpose-tiled16.wgsl';
-import tiled16v2Wgsl from '../../../../../shaders/transpose-tiled16-v2.wgsl';
 import reg16Wgsl from '../../../../../shaders/transpose-reg16.wgsl';
 import gatherWgsl from '../../../../../shaders/transpose.wgsl';
 import type { Context } from '../../context';
@@ -92,35 +90,19 @@ export function stridedCopy(
   return y;
 }
 
-/** Tuning of the 16-bit tiled transpose (a benchmark may change it): 'v1' one element per workgroup word on
- *  64 x 64 tiles, 'v2' packed pairs of rows on `rows` x 64 tiles (64 or 128), 'v3' no workgroup memory (each thread
- *  an 8 x 8 block in registers; 256 x 64 tiles). v3 is the default: two 4096 x 4096 f16 transposes in 62.6 us on an
- *  H100 (2026-12-07), against 63.5 for v2 (64 rows), 68.3 for v2 (128 rows) and 93.1 for v1; the same order on
- *  8192 x 2048 / 5632 x 2048 and 8192 x 5632 / 2048 x 5632 pairs (55.7-97.4 us for v3, 80.7-147.9 for v1). */
-export const transpose16Tuning: { kernel: 'v1' | 'v2' | 'v3'; rows: 64 | 128 } = { kernel: 'v3', rows: 64 };
-
-/** The 16-bit transpose kernel of `transpose16Tuning` on this context: its cache key, WGSL, consts and tile. */
-function transpose16Kernel(ctx: Context): { key: string; name: string; wgsl: string; consts?: Record<string, number>; rows: number; cols: number } {
-  const { kernel } = transpose16Tuning;
-  if (kernel === 'v3') return { key: 'transpose-reg16', name: 'transpose-reg16', wgsl: reg16Wgsl, rows: 256, cols: 64 };
-  if (kernel === 'v1') return { key: 'transpose-tiled16', name: 'transpose-tiled16', wgsl: tiled16Wgsl, rows: 64, cols: 64 };
-  // v2's tile: 64 columns of rows / 2 + 1 words (128 rows: 16.3 KiB); 64 rows where the adapter allows less
-  const rows = 64 * (transpose16Tuning.rows / 2 + 1) * 4 > (ctx.info.limits.maxComputeWorkgroupStorageSize ?? 16384) ? 64 : transpose16Tuning.rows;
-  return { key: `transpose-tiled16-v2:${rows}`, name: 'transpose-tiled16-v2', wgsl: tiled16v2Wgsl, consts: { TR: rows }, rows, cols: 64 };
-}
-
 /** Tiled transposes: into f32 (shaders/transpose-tiled.wgsl: 32 x 32 tiles, any input dtype), or 16-bit into the
- *  same dtype with R and C multiples of 8 (`transpose16Tuning`'s kernel: 16-byte loads and stores). */
+ *  same dtype with R and C multiples of 8 (shaders/transpose-reg16.wgsl: each thread an 8 x 8 block in registers,
+ *  256 x 64 tiles. Two 4096 x 4096 f16 transposes in 62.6 us on an H100 (2026-12-07), against 63.5-68.3 for a kernel
+ *  through workgroup memory with packed row pairs and 93.1 for one with an element per workgroup word: both deleted,
+ *  docs/PERFORMANCE.md has the table). */
 function tiledTranspose(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: number, R: number, C: number): void {
   const half = y.dtype !== 'f32';
-  const t16 = half ? transpose16Kernel(ctx) : null;
-  const k = t16
-    ? cachedKernel(ctx, t16.key, () => ({
-        name: t16.name,
-        code: '@group(0) @binding(1) var<storage, read> x4: array<vec4u>;\n@group(0) @binding(2) var<storage, read_write> y4: array<vec4u>;\n' + t16.wgsl,
+  const k = half
+    ? cachedKernel(ctx, 'transpose-reg16', () => ({
+        name: 'transpose-reg16',
+        code: '@group(0) @binding(1) var<storage, read> x4: array<vec4u>;\n@group(0) @binding(2) var<storage, read_write> y4: array<vec4u>;\n' + reg16Wgsl,
         bindings: ioBindings('u32', 'u32'),
         params: ['u32:R', 'u32:C', 'u32:zoff'],
-        ...(t16.consts ? { consts: t16.consts } : {}),
       }))
     : cachedKernel(ctx, `transpose-tiled:${x.dtype}`, () => ({
         name: 'transpose-tiled',
@@ -128,8 +110,8 @@ function tiledTranspose(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: numbe
         bindings: ioBindings(x.dtype),
         params: ['u32:R', 'u32:C', 'u32:zoff'],
       }));
-  const gx = Math.ceil(C / (t16?.cols ?? 32));
-  const gy = Math.ceil(R / (t16?.rows ?? 32));
+  const gx = Math.ceil(C / (half ? 64 : 32));
+  const gy = Math.ceil(R / (half ? 256 : 32));
   if (gx > 65535 || gy > 65535) throw new ShapeError(`transpose: a ${R} x ${C} matrix is too large for one dispatch`);
   for (let z = 0; z < B; z += 65535) ctx.dispatch(k, [x.buffer, y.buffer], [gx, gy, Math.min(65535, B - z)], [R, C, z]);
 }
