@@ -4,25 +4,32 @@
 // cover a 128-byte row segment, so a warp's load is 4 whole rows of 128 bytes), packs each output word from two
 // source rows, and stores 8 units of 16 bytes, one per source column (a warp's store: 8 output rows of 64 bytes).
 // No barrier, so a thread with no block returns at once; all 8 loads are issued before any is used.
-// Bindings: x (read, 16-bit storage; used through x4: array<vec4u>, 8 elements per load), y (rw; used through y4:
-//   array<vec4u>, declared by the wrapper on the same binding numbers).
-// Params: R, C (matrix dims), zoff (first batch of this dispatch).
-// Grid: x = ceil(C / 64), y = ceil(R / 256), z = batches of this dispatch (<= 65535; the wrapper splits more).
+// The pair form moves two unbatched matrices in one dispatch (x W^T through TN transposes both operands): the
+// workgroup rows below gy1 take the first, the rest the second.
+// Bindings (declared by the wrapper, transpose.ts, with ld(m, i) and st(m, i, v): unit i of matrix m's source and
+//   destination as array<vec4u>): x, y, and in the pair form x2, y2.
+// Params: R, C (the first matrix), zoff (first batch of this dispatch), R2, C2 (the second; 0 in the single form),
+//   gy1 (workgroup rows of the first: ceil(R / 256)).
+// Grid: x = ceil(max(C, C2) / 64), y = gy1 + ceil(R2 / 256), z = batches of this dispatch (<= 65535; the wrapper
+//   splits more; 1 in the pair form).
 // Workgroup: 256 threads, a 256 x 64 tile: thread t takes source rows 8 (t / 8) .. + 7, columns 8 (t % 8) .. + 7.
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
-  let r = wg.y * 256u + (lid / 8u) * 8u;
+  let m = select(0u, 1u, wg.y >= p.gy1);
+  let R = select(p.R, p.R2, m == 1u);
+  let C = select(p.C, p.C2, m == 1u);
+  let r = (wg.y - m * p.gy1) * 256u + (lid / 8u) * 8u;
   let c = wg.x * 64u + (lid % 8u) * 8u;
-  if (r >= p.R || c >= p.C) { return; }
-  let base = (wg.z + p.zoff) * p.R * p.C;
-  let i0 = (base + r * p.C + c) / 8u;
-  let cs = p.C / 8u;
+  if (r >= R || c >= C) { return; }
+  let base = (wg.z + p.zoff) * R * C;
+  let i0 = (base + r * C + c) / 8u;
+  let cs = C / 8u;
   var q: array<vec4u, 8>;
-  for (var j = 0u; j < 8u; j++) { q[j] = x4[i0 + j * cs]; }
+  for (var j = 0u; j < 8u; j++) { q[j] = ld(m, i0 + j * cs); }
   // word k of source row j holds columns 2k (low half) and 2k + 1 (high half); output word i of column 2k + h
   // holds source rows 2i (low) and 2i + 1 (high)
-  let o0 = (base + c * p.R + r) / 8u;
-  let rs = p.R / 8u;
+  let o0 = (base + c * R + r) / 8u;
+  let rs = R / 8u;
   for (var k = 0u; k < 4u; k++) {
     var e: vec4u;
     var o: vec4u;
@@ -32,7 +39,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       e[i] = (lo & 0xffffu) | (hi << 16u);
       o[i] = (lo >> 16u) | (hi & 0xffff0000u);
     }
-    y4[o0 + 2u * k * rs] = e;
-    y4[o0 + (2u * k + 1u) * rs] = o;
+    st(m, o0 + 2u * k * rs, e);
+    st(m, o0 + (2u * k + 1u) * rs, o);
   }
 }

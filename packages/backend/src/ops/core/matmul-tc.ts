@@ -13,12 +13,13 @@ import type { GpuBuffer } from '../../buffer-pool';
 import type { BufferBinding, Context, ContextInfo, SubgroupMatrixConfig } from '../../context';
 import type { DType } from '../../dtype';
 import { ShapeError } from '../../errors';
+import type { DeviceTensor } from '../../tensor';
 import type { KernelDef, ParamSpec } from '../../kernel';
 import { checkedKernel, kernelFailed, kernelFailures, kernelsReady } from '../../kernel-cache';
 import { tcSlice, tcSharedBytes, tcSource, type TcFlags } from './matmul-tc-codegen';
 import { encodeTail } from './matmul-tc-tail';
 import { TC_TILES, tcTuning, type TcTile, type TcTileName } from './matmul-tc-tiles';
-import { transpose } from './transpose';
+import { transpose, transposePair16 } from './transpose';
 
 export { tcTailSum } from './matmul-tc-tail';
 export { TC_TILES, tcTuning, type TcTile, type TcTileName } from './matmul-tc-tiles';
@@ -264,8 +265,9 @@ export function matmulTc(ctx: Context, plan: TensorCorePlan, l: TcLaunch, bufs: 
     const tn: TcLaunch = { ...l, transA: true, transB: false, lda: M, ldb: N, sa: 0, sb: 0 };
     const rt = tcKernelPlan(ctx, plan, tn);
     if (checkedKernel(ctx, rt.key, rt.make)) {
-      const at = transpose(ctx, { buffer: bufs[0] as GpuBuffer, dtype: 'f16', shape: [M, K] });
-      const bt = transpose(ctx, { buffer: bufs[1] as GpuBuffer, dtype: 'f16', shape: [N, K] });
+      const a: DeviceTensor = { buffer: bufs[0] as GpuBuffer, dtype: 'f16', shape: [M, K] };
+      const b: DeviceTensor = { buffer: bufs[1] as GpuBuffer, dtype: 'f16', shape: [N, K] };
+      const [at, bt] = tcTuning.viaPair ? transposePair16(ctx, a, b) : [transpose(ctx, a), transpose(ctx, b)];
       try {
         return matmulTc(ctx, plan, { ...tn, viaTN: false }, [at.buffer, bt.buffer, ...bufs.slice(2)]);
       } finally {

@@ -5,7 +5,7 @@ import { ShapeError } from '../../errors';
 import { download, empty, poison, release, upload } from '../../tensor';
 import { randn } from '../../testing';
 import { gatherRef, roundTo, stridesOf } from './core.ref';
-import { copy, permute, stridedCopy, transpose } from './transpose';
+import { copy, permute, stridedCopy, transpose, transposePair16 } from './transpose';
 
 let ctx: Context;
 beforeAll(async () => {
@@ -69,6 +69,30 @@ describe('permute / transpose', () => {
       for (const dt of ['f16', 'bf16'] as const) expect(await checkPermute([r, c], [1, 0], dt), `${dt} ${r}x${c}`).toBe(true);
     expect(await checkPermute([3, 24, 80], [0, 2, 1], 'bf16')).toBe(true);
     expect(await checkPermute([2, 3, 16, 136], [0, 1, 3, 2], 'f16')).toBe(true); // batch dims merge
+  });
+
+  it('two 16-bit transposes in one dispatch (transposePair16): shapes that differ in rows, columns and tiles', async () => {
+    for (const [sa, sb, dt] of [
+      [[264, 8], [64, 136], 'f16'],
+      [[8, 200], [520, 72], 'bf16'],
+      [[64, 64], [64, 64], 'f16'],
+      [[0, 8], [16, 24], 'f16'],
+    ] as [number[], number[], DType][]) {
+      const va = roundTo(dt, randn(numel(sa), seed++));
+      const vb = roundTo(dt, randn(numel(sb), seed++));
+      const a = upload(ctx, va, sa, dt);
+      const b = upload(ctx, vb, sb, dt);
+      const [ya, yb] = transposePair16(ctx, a, b);
+      expect(ya.shape).toEqual([sa[1], sa[0]]);
+      expect(yb.shape).toEqual([sb[1], sb[0]]);
+      for (const [y, v, s] of [[ya, va, sa], [yb, vb, sb]] as const)
+        expect(same(await download(ctx, y), gatherRef(v, [s[1]!, s[0]!], [1, s[1]!], 0)), `${dt} ${sa} / ${sb}`).toBe(true);
+      release(ctx, a, b, ya, yb);
+    }
+    const x = upload(ctx, new Float32Array(12 * 8), [12, 8], 'f16');
+    expect(() => transposePair16(ctx, x, upload(ctx, new Float32Array(64), [8, 8], 'f32'))).toThrow(ShapeError);
+    expect(() => transposePair16(ctx, x, x)).toThrow(ShapeError); // 12 rows
+    release(ctx, x);
   });
 
   it('general permutations up to rank 6 (gather path)', async () => {

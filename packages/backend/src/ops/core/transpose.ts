@@ -96,24 +96,63 @@ export function stridedCopy(
  *  through workgroup memory with packed row pairs and 93.1 for one with an element per workgroup word: both deleted,
  *  docs/PERFORMANCE.md has the table). */
 function tiledTranspose(ctx: Context, x: DeviceTensor, y: DeviceTensor, B: number, R: number, C: number): void {
-  const half = y.dtype !== 'f32';
-  const k = half
-    ? cachedKernel(ctx, 'transpose-reg16', () => ({
-        name: 'transpose-reg16',
-        code: '@group(0) @binding(1) var<storage, read> x4: array<vec4u>;\n@group(0) @binding(2) var<storage, read_write> y4: array<vec4u>;\n' + reg16Wgsl,
-        bindings: ioBindings('u32', 'u32'),
-        params: ['u32:R', 'u32:C', 'u32:zoff'],
-      }))
-    : cachedKernel(ctx, `transpose-tiled:${x.dtype}`, () => ({
-        name: 'transpose-tiled',
-        code: tiledWgsl,
-        bindings: ioBindings(x.dtype),
-        params: ['u32:R', 'u32:C', 'u32:zoff'],
-      }));
-  const gx = Math.ceil(C / (half ? 64 : 32));
-  const gy = Math.ceil(R / (half ? 256 : 32));
+  if (y.dtype !== 'f32') {
+    const gx = Math.ceil(C / 64);
+    const gy = Math.ceil(R / 256);
+    if (gx > 65535 || gy > 65535) throw new ShapeError(`transpose: a ${R} x ${C} matrix is too large for one dispatch`);
+    for (let z = 0; z < B; z += 65535) ctx.dispatch(reg16Kernel(ctx, false), [x.buffer, y.buffer], [gx, gy, Math.min(65535, B - z)], [R, C, z, 0, 0, gy]);
+    return;
+  }
+  const k = cachedKernel(ctx, `transpose-tiled:${x.dtype}`, () => ({
+    name: 'transpose-tiled',
+    code: tiledWgsl,
+    bindings: ioBindings(x.dtype),
+    params: ['u32:R', 'u32:C', 'u32:zoff'],
+  }));
+  const gx = Math.ceil(C / 32);
+  const gy = Math.ceil(R / 32);
   if (gx > 65535 || gy > 65535) throw new ShapeError(`transpose: a ${R} x ${C} matrix is too large for one dispatch`);
   for (let z = 0; z < B; z += 65535) ctx.dispatch(k, [x.buffer, y.buffer], [gx, gy, Math.min(65535, B - z)], [R, C, z]);
+}
+
+/** shaders/transpose-reg16.wgsl, single (x, y) or pair form (x, y, x2, y2). */
+function reg16Kernel(ctx: Context, pair: boolean) {
+  const names = pair ? ['x', 'y', 'x2', 'y2'] : ['x', 'y'];
+  const view = (n: string, i: number) => `@group(0) @binding(${i + 1}) var<storage, ${i % 2 ? 'read_write' : 'read'}> ${n}4: array<vec4u>;\n`;
+  const pick = (a: string, b: string) => (pair ? `if (m == 0u) { ${a} } else { ${b} }` : a);
+  return cachedKernel(ctx, `transpose-reg16:${pair ? 2 : 1}`, () => ({
+    name: 'transpose-reg16',
+    code:
+      names.map(view).join('') +
+      `fn ld(m: u32, i: u32) -> vec4u { ${pick('return x4[i];', 'return x24[i];')} }\n` +
+      `fn st(m: u32, i: u32, v: vec4u) { ${pick('y4[i] = v;', 'y24[i] = v;')} }\n` +
+      reg16Wgsl,
+    bindings: names.map((name, i) => ({ name, access: i % 2 ? ('rw' as const) : ('read' as const), dtype: 'u32' as DType })),
+    params: ['u32:R', 'u32:C', 'u32:zoff', 'u32:R2', 'u32:C2', 'u32:gy1'],
+  }));
+}
+
+/**
+ * Two 16-bit 2-D transposes in one dispatch (x W^T through TN transposes both operands): new contiguous [C, R]
+ * tensors of `a` and `b` ([R, C] each, R and C multiples of 8, f16 or bf16). Saves the second dispatch's ramp and
+ * drain.
+ */
+export function transposePair16(ctx: Context, a: DeviceTensor, b: DeviceTensor): [DeviceTensor, DeviceTensor] {
+  for (const x of [a, b]) {
+    if (x.shape.length !== 2 || x.shape[0]! % 8 || x.shape[1]! % 8 || !isHalf(x.dtype))
+      throw new ShapeError(`transposePair16: ${fmtShape(x.shape)} ${x.dtype} is not a 2-D f16 / bf16 matrix with dims multiples of 8`);
+  }
+  const [R, C] = a.shape as [number, number];
+  const [R2, C2] = b.shape as [number, number];
+  const ya = empty(ctx, [C, R], a.dtype);
+  const yb = empty(ctx, [C2, R2], b.dtype);
+  const gx = Math.ceil(Math.max(C, C2) / 64);
+  const gy1 = Math.ceil(R / 256);
+  const gy = gy1 + Math.ceil(R2 / 256);
+  if (gx > 65535 || gy > 65535) throw new ShapeError(`transposePair16: ${fmtShape(a.shape)} and ${fmtShape(b.shape)} are too large for one dispatch`);
+  if (R * C && R2 * C2) ctx.dispatch(reg16Kernel(ctx, true), [a.buffer, ya.buffer, b.buffer, yb.buffer], [gx, gy, 1], [R, C, 0, R2, C2, gy1]);
+  else for (const [x, y] of [[a, ya], [b, yb]] as const) if (numel(x.shape)) tiledTranspose(ctx, x, y, 1, x.shape[0]!, x.shape[1]!);
+  return [ya, yb];
 }
 
 /** Permute the axes of `x` into a new contiguous tensor: `y.shape[i] = x.shape[perm[i]]` (like `torch.permute`). */
