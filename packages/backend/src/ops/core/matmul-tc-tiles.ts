@@ -180,8 +180,8 @@ export const tcTuning: {
    *  `tcWaveTime` counts it where it compares tiles. */
   tailCost: 0.1,
   /** x W^T through TN where the compute units are known (`tcViaTN`): both operands transposed by the 16-bit
-   *  transpose (shaders/transpose-reg16.wgsl), then the TN product, where the model's time is at least `margin` below the NT
-   *  product's. Fitted on an H100 (2026-12-07, nineteenth session, the v3 transpose): us per wave per unit of K of
+   *  transpose (shaders/transpose-reg16.wgsl), then the TN product, where the model's time is at least `margin`
+   *  below the NT product's. Fitted on an H100 (2026-12-07, nineteenth session, the v3 transpose): us per wave per unit of K of
    *  v59 and v65 in NT (148 us a wave at K 4096; 0.025: 559 us for 4096^3's 5 1/3 waves, 757 for 8192x5632x2048's
    *  15 at K 2048) and of bigTN (v62) in TN (485 us for 4096^3's 4 waves, 647 for 8192x2048x5632's 4 at K 5632);
    *  the copies' time as 20 us plus 4 (M + N) K bytes at 3.1 TB/s (within 4 us of all six products timed: 30 us
