@@ -16,8 +16,8 @@
  *       LoRA step's products instead (2048 tokens). 'auto' is what matmul picks (with wave planning and split
  *       tails where the adapter's compute units are known: `RUSTY_COMPUTE_UNITS` overrides), 'auto0' the same
  *       without any of it, 'auto-notail' / 'auto-novia' / 'auto-neither' without split tails / without x W^T through TN
- *       (tcViaTN) / without both, 'auto-via' with every x W^T it can take through TN, 'auto-twocopies' with its
- *       transposes in two dispatches (tcTuning.viaPair false); 'v65+tail' a tile with its tail
+ *       (tcViaTN) / without both, 'auto-via' with every x W^T it can take through TN, 'auto-pair' with its
+ *       transposes in one dispatch (tcTuning.viaPair); 'v65+tail' a tile with its tail
  *       split where it can be. --via-tn=MARGIN sets tcTuning.viaTN's margin (see tcViaTN) for the whole
  *       run, --via-tn=off turns the model off.
  */
@@ -199,7 +199,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
     const c = view(C, [M, N]);
     return () => {
       const { units, tail, viaTN, viaPair } = tcTuning;
-      if (v.twoCopies) tcTuning.viaPair = false;
+      if (v.pair) tcTuning.viaPair = true;
       if (v.noWaves) tcTuning.units = null;
       if (v.noTail) tcTuning.tail = false;
       if (v.noViaTN) tcTuning.viaTN = null;
@@ -321,7 +321,7 @@ interface Variant {
   noTail?: boolean;
   noViaTN?: boolean;
   viaTN?: boolean;
-  twoCopies?: boolean;
+  pair?: boolean;
 }
 
 function variantOf(name: string): Variant {
@@ -331,7 +331,7 @@ function variantOf(name: string): Variant {
   if (name === 'auto-novia') return { noViaTN: true };
   if (name === 'auto-neither') return { noTail: true, noViaTN: true };
   if (name === 'auto-via') return { viaTN: true };
-  if (name === 'auto-twocopies') return { twoCopies: true };
+  if (name === 'auto-pair') return { pair: true };
   const [n, tail] = name.split('+');
   if (!Object.hasOwn(TC_TILES, n!) || (tail !== undefined && tail !== 'tail')) throw new Error(`matmul-tc-bench: unknown variant '${name}'`);
   return { tile: TC_TILES[n as TcTileName], ...(tail ? { tail: true } : {}) };

@@ -190,8 +190,10 @@ export const tcTuning: {
    *  2048-token products lose through TN (2048^3 159 against 197, 2048x5632x2048 198 against 216) and the model
    *  keeps them NT. */
   viaTN: { nt: { v59: 0.0361, v65: 0.025 }, tn: 0.0296, copyUs: 20, bw: 3.1e12, margin: 0.01 },
-  /** x W^T through TN transposes both operands in one dispatch (`transposePair16`); false: one dispatch each. */
-  viaPair: true,
+  /** x W^T through TN transposes both operands in one dispatch (`transposePair16`) where true; one dispatch each
+   *  (false) is what was timed (the numbers above). The pair form is exact on lavapipe but untimed: the session
+   *  that built it had no device time left (`matmul-tc-bench --sweep=auto,auto-pair --layouts=NT` times both). */
+  viaPair: false,
   /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
    *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
    *  197-200 on 8192x5632x2048. */

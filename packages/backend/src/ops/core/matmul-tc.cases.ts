@@ -36,9 +36,9 @@ export interface TcCase {
   /** Plan with waves of this many tiles and split the tail (`tcTail`; with `tile`, forced): the case fails unless
    *  the product ran as the split kernel and the summing kernel. */
   wave?: number;
-  /** Run as the TN product of transposed copies (`tcViaTN`, forced): the case fails unless it ran as two
-   *  dispatches, the transposes of both operands (`transposePair16`) and the product. */
-  viaTN?: boolean;
+  /** Run as the TN product of transposed copies (`tcViaTN`, forced): the case fails unless it ran as the
+   *  transposes of both operands (two dispatches; 'pair': one, `tcTuning.viaPair` on for the case) and the product. */
+  viaTN?: boolean | 'pair';
 }
 
 export interface TcResult {
@@ -87,9 +87,10 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
   reset();
   const tile: TcTile | undefined = c.tile ? TC_TILES[c.tile] : undefined;
   const precision = c.f32High ? ('high' as const) : c.f32Image;
-  const run = () => matmul(ctx, A, B, { transA: c.transA, transB: c.transB, alpha: c.alpha, bias, accumulate: c.accumulate, out, tensorCores: true, tcTile: tile, tcTail: c.wave ? true : undefined, tcViaTN: c.viaTN, precision });
-  const planning = { units: tcTuning.units, tilesPerUnit: tcTuning.tilesPerUnit };
+  const run = () => matmul(ctx, A, B, { transA: c.transA, transB: c.transB, alpha: c.alpha, bias, accumulate: c.accumulate, out, tensorCores: true, tcTile: tile, tcTail: c.wave ? true : undefined, tcViaTN: c.viaTN ? true : undefined, precision });
+  const planning = { units: tcTuning.units, tilesPerUnit: tcTuning.tilesPerUnit, viaPair: tcTuning.viaPair };
   if (c.wave) Object.assign(tcTuning, { units: c.wave, tilesPerUnit: 1 });
+  if (c.viaTN) tcTuning.viaPair = c.viaTN === 'pair';
   // a kernel's first use starts its asynchronous check (see matmul-tc.ts); wait for it, then run for real
   let dispatches = ctx.stats.dispatches;
   try {
@@ -106,7 +107,7 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
     }
     // a split tail is the product's kernel and the summing kernel, nothing else
     if (c.wave && ctx.stats.dispatches - dispatches !== 2) throw new Error(`matmul-tc case: wave ${c.wave} did not split the tail (${ctx.stats.dispatches - dispatches} dispatches)`);
-    if (c.viaTN && ctx.stats.dispatches - dispatches !== 2) throw new Error(`matmul-tc case: not run through TN (${ctx.stats.dispatches - dispatches} dispatches)`);
+    if (c.viaTN && ctx.stats.dispatches - dispatches !== (c.viaTN === 'pair' ? 2 : 3)) throw new Error(`matmul-tc case: not run through TN (${ctx.stats.dispatches - dispatches} dispatches)`);
   } finally {
     Object.assign(tcTuning, planning);
     if (c.f32Image) {
@@ -139,7 +140,7 @@ export async function runTcCase(ctx: Context, c: TcCase): Promise<TcResult> {
     c.f32High ? 'f32 high' : '',
     c.f32Image ? `f32 image ${c.f32Image}${c.bF16 ? ' (B f16)' : ''}` : '',
     c.wave ? `tail wave ${c.wave}` : '',
-    c.viaTN ? 'via TN' : '',
+    c.viaTN ? (c.viaTN === 'pair' ? 'via TN (one transposing dispatch)' : 'via TN') : '',
   ].filter(Boolean);
   const name = `${layout} ${M}x${N}x${K}${extra.length ? ' ' + extra.join(' ') : ''}`;
   return { name, relErr: relErr(got, want), ...(f32 ? { tol: TC_HIGH_TOL } : {}) };
@@ -222,6 +223,8 @@ export function tcCases(ctx: Context): TcCase[] {
   // epilogues
   cases.push({ M: 264, N: 200, K: 328, transB: true, viaTN: true });
   cases.push({ M: 128, N: 72, K: 64, transB: true, alpha: 0.5, bias: true, accumulate: true, viaTN: true });
+  cases.push({ M: 264, N: 200, K: 328, transB: true, viaTN: 'pair' }); // both transposes in one dispatch
+  cases.push({ M: 128, N: 72, K: 64, transB: true, alpha: 0.5, bias: true, accumulate: true, viaTN: 'pair' });
   return cases;
 }
 
