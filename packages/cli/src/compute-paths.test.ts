@@ -54,15 +54,21 @@ describe('compute paths', () => {
     const big = TC_TILES[tcTuning.big];
     expect(p.matmul.f16.detail).toContain(`subgroup matrices 16x16x16 f16 -> f32, subgroup size 32; tiles ${big.bm}x${big.bn}x${big.bk} (2048 x 5632)`);
     // x W^T: the big tile where the compute units are not known, the NT tile with an H200's 132 (4 waves against 3)
-    const units = tcTuning.units;
+    const { units, viaTN: via } = tcTuning;
     try {
       tcTuning.units = null;
       expect(computePaths(h200).matmul.f16.detail).toContain(`; x W^T ${big.bm}x${big.bn}x${big.bk} (2048 x 5632, compute units unknown)`);
       tcTuning.units = 132;
       const nt = TC_TILES[tcTuning.bigNT];
-      expect(computePaths(h200).matmul.f16.detail).toContain(`; x W^T ${nt.bm}x${nt.bn}x${nt.bk} (2048 x 5632, waves of 132 tiles)`);
+      expect(computePaths(h200).matmul.f16.detail).toContain(`; x W^T ${nt.bm}x${nt.bn}x${nt.bk} (2048 x 5632, waves of 132 tiles); 4096^3 x W^T as the TN product of both operands transposed`);
+      // the TN route only by the wave model (off: not shown)
+      tcTuning.viaTN = null;
+      expect(computePaths(h200).matmul.f16.detail).not.toContain('TN product');
+      tcTuning.viaTN = via;
+      tcTuning.units = null;
+      expect(computePaths(h200).matmul.f16.detail).not.toContain('TN product');
     } finally {
-      tcTuning.units = units;
+      Object.assign(tcTuning, { units, viaTN: via });
     }
     expect(p.matmul.bf16).toMatchObject({ path: 'portable', reason: expect.stringMatching(/bf16 x bf16/) });
     expect(p.matmul.f32).toMatchObject({ path: 'portable', reason: expect.stringMatching(/f32 x f32/) });

@@ -1,6 +1,6 @@
 // Which kernel paths an adapter gets, for `rusty devices`: asked of the backend's own selection functions (the ones
 // the ops call), never decided here.
-import { attentionTiles, chooseTcTile, flashAttentionTcPath, matmulPath, qtcPlan, qtcTuning, QUANT_GEMV_MAX_ROWS, quantRowsOnTensorCores, tcWave, type Context, type DeviceTensor, type FloatDType, type TcTile } from '@rusty/backend';
+import { attentionTiles, chooseTcTile, flashAttentionTcPath, matmulPath, qtcPlan, qtcTuning, QUANT_GEMV_MAX_ROWS, quantRowsOnTensorCores, tcViaTN, tcWave, type Context, type DeviceTensor, type FloatDType, type TcTile } from '@rusty/backend';
 
 /** How one kind of product runs on this adapter. */
 export interface ComputePath {
@@ -31,6 +31,8 @@ const tileText = (t: TcTile): string => `${t.bm}x${t.bn}x${t.bk}`;
 /** A large product (a 1.1B model's projection over 4 x 512 tokens) and a LoRA-sized one, for the tiles shown. */
 const BIG = { M: 2048, N: 5632, batch: 1, transA: false, transB: false };
 const SMALL = { M: 512, N: 256, batch: 1, transA: false, transB: false };
+/** A square x W^T large enough that it may run as the TN product of both operands transposed (`tcViaTN`). */
+const SQUARE_NT = { M: 4096, N: 4096, K: 4096, batch: 1, transA: false, transB: true, lda: 4096, ldb: 4096 };
 
 const UNPACKED: Record<FloatDType, string> = {
   f32: 'f32 operands, f32 arithmetic',
@@ -48,6 +50,7 @@ function matmulOf(ctx: Context, dtype: FloatDType): ComputePath {
       // x W^T (NT) is planned in waves where the adapter's compute units are known
       const wave = tcWave(ctx);
       tiles += `; x W^T ${tileText(chooseTcTile(p.tc, ctx.info.limits, { ...BIG, transB: true }, wave))} (2048 x 5632, ${wave ? `waves of ${wave} tiles` : 'compute units unknown'})`;
+      if (tcViaTN(SQUARE_NT, wave, chooseTcTile(p.tc, ctx.info.limits, SQUARE_NT, wave))) tiles += '; 4096^3 x W^T as the TN product of both operands transposed';
     } catch (e) {
       return { path: 'portable', detail: UNPACKED[dtype], reason: (e as Error).message };
     }
