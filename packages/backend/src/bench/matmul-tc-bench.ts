@@ -11,7 +11,7 @@
  *   bash .gpu/run.sh matmul-tc-bench --probe   # pipeline-creation diagnosis: each variant in its own process
  *   bash .gpu/run.sh matmul-tc-bench --sweep[=v1,v2,...] [--ablate=t128x256k16,v2] [--shapes=4096] [--reps=20]
  *       every kernel variant of TC_TILES (and timing ablations of the variants named) over
- *       4096^3, 8192x2048x5632 and 8192x5632x2048 in NN / NT / TN (--layouts=NT,TN a subset; TT too): TFLOP/s and the largest relative error of
+ *       4096^3, 8192x2048x5632 and 8192x5632x2048 in NN / NT / TN (--layouts=NT,TN: a subset): TFLOP/s and the largest relative error of
  *       sampled outputs against float64 per variant; the table comes last on stdout. `--shapes=2048` the 1.1B
  *       LoRA step's products instead (2048 tokens). 'auto' is what matmul picks (with wave planning and split
  *       tails where the adapter's compute units are known: `RUSTY_COMPUTE_UNITS` overrides), 'auto0' the same
@@ -190,7 +190,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
     [2048, 256, 2048],
   ] as [number, number, number][]).filter(([M]) => (opt('shapes') ? opt('shapes')!.split(',').includes(String(M)) : M !== 2048));
   const layouts = opt('layouts')?.split(',') ?? ['NN', 'NT', 'TN'];
-  if (!layouts.every((x) => ['NN', 'NT', 'TN', 'TT'].includes(x))) throw new Error(`matmul-tc-bench: --layouts takes NN, NT, TN, TT, not '${opt('layouts')}'`);
+  if (!layouts.every((x) => ['NN', 'NT', 'TN'].includes(x))) throw new Error(`matmul-tc-bench: --layouts takes NN, NT, TN, not '${opt('layouts')}'`);
   const product = (v: Variant, M: number, N: number, K: number, layout: string) => {
     const transA = layout[0] === 'T';
     const transB = layout[1] === 'T';
