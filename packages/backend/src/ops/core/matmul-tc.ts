@@ -194,7 +194,8 @@ export function tcViaTN(l: Pick<TcLaunch, 'M' | 'N' | 'K' | 'batch' | 'transA' |
   if (l.M % 8 || l.N % 8 || l.K % 8) return false;
   if (l.viaTN) return true;
   if (!v || !wave || !ntTile) return false;
-  const name = (Object.keys(TC_TILES) as TcTileName[]).find((n) => TC_TILES[n] === ntTile);
+  // only the tiles with a rate can be ntTile's name (a lookup over the model's few entries, not the whole table)
+  const name = (Object.keys(v.nt) as TcTileName[]).find((n) => TC_TILES[n] === ntTile);
   const rate = name && v.nt[name];
   if (!rate) return false;
   const nt = tcWaveTime(ntTile, l, wave) * rate * l.K;
