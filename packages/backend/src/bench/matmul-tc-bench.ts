@@ -13,11 +13,11 @@
  *       every kernel variant of TC_TILES (and timing ablations of the variants named) over
  *       4096^3, 8192x2048x5632 and 8192x5632x2048 in NN / NT / TN (--layouts=NT,TN: a subset): TFLOP/s and the largest relative error of
  *       sampled outputs against float64 per variant; the table comes last on stdout. `--shapes=2048` the 1.1B
- *       LoRA step's products instead (2048 tokens). 'auto' is what matmul picks (with wave planning and split
+ *       LoRA step's products instead (2048 tokens), with an unchunked 32000-vocab LM head and a 7B projection. 'auto' is what matmul picks (with wave planning and split
  *       tails where the adapter's compute units are known: `RUSTY_COMPUTE_UNITS` overrides), 'auto0' the same
  *       without any of it, 'auto-notail' / 'auto-novia' / 'auto-neither' without split tails / without x W^T through TN
- *       (tcViaTN) / without both, 'auto-via' with every x W^T it can take through TN, 'auto-pair' with its
- *       transposes in one dispatch (tcTuning.viaPair); 'v65+tail' a tile with its tail
+ *       (tcViaTN) / without both, 'auto-via' with every x W^T it can take through TN, 'auto-two' with its
+ *       transposes in two dispatches (tcTuning.viaPair off); 'v65+tail' a tile with its tail
  *       split where it can be. --via-tn=MARGIN sets tcTuning.viaTN's margin (see tcViaTN) for the whole
  *       run, --via-tn=off turns the model off.
  */
@@ -168,7 +168,19 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   const plan = contextTcPlan(gpu);
   if (!('frag' in plan)) throw new Error(`no tensor cores: ${plan.reason}`);
   const reps = Number(opt('reps') ?? 20);
-  const maxEl = 8192 * 5632;
+  // the 1.1B LoRA step's products (2048 tokens) and two more 2048-token shapes only with --shapes=2048
+  const shapes = ([
+    [4096, 4096, 4096],
+    [8192, 2048, 5632],
+    [8192, 5632, 2048],
+    [2048, 2048, 2048],
+    [2048, 5632, 2048],
+    [2048, 2048, 5632],
+    [2048, 256, 2048],
+    [2048, 32000, 2048], // the LM head at 2048 tokens (not the step's: its loss runs the head in 256-row chunks)
+    [2048, 4096, 4096], // a 7B projection at 2048 tokens
+  ] as [number, number, number][]).filter(([M]) => (opt('shapes') ? opt('shapes')!.split(',').includes(String(M)) : M !== 2048));
+  const maxEl = Math.max(...shapes.flatMap(([M, N, K]) => [M * K, N * K, M * N]));
   const hostA = randomData(maxEl, 1);
   const hostB = randomData(maxEl, 2);
   const A16 = upload(gpu, hostA, [maxEl], 'f16');
@@ -179,16 +191,6 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
   log(JSON.stringify({ device: gpu.info.device, description: gpu.info.description, computeUnits: computeUnits(gpu.info), wave: tcWave(gpu), viaTN: tcTuning.viaTN }));
   for (const v of opt('ablate')?.split(',') ?? [])
     for (const ablate of ['nomma', 'nostage', 'nostore'] as const) variants.push([`${v}-${ablate}`, { tile: { ...TC_TILES[v as TcTileName], ablate } }]);
-  // the 1.1B LoRA step's products (2048 tokens) only with --shapes=2048
-  const shapes = ([
-    [4096, 4096, 4096],
-    [8192, 2048, 5632],
-    [8192, 5632, 2048],
-    [2048, 2048, 2048],
-    [2048, 5632, 2048],
-    [2048, 2048, 5632],
-    [2048, 256, 2048],
-  ] as [number, number, number][]).filter(([M]) => (opt('shapes') ? opt('shapes')!.split(',').includes(String(M)) : M !== 2048));
   const layouts = opt('layouts')?.split(',') ?? ['NN', 'NT', 'TN'];
   if (!layouts.every((x) => ['NN', 'NT', 'TN'].includes(x))) throw new Error(`matmul-tc-bench: --layouts takes NN, NT, TN, not '${opt('layouts')}'`);
   const product = (v: Variant, M: number, N: number, K: number, layout: string) => {
@@ -199,7 +201,7 @@ async function sweep(names: string[]): Promise<{ rows: Record<string, unknown>[]
     const c = view(C, [M, N]);
     return () => {
       const { units, tail, viaTN, viaPair } = tcTuning;
-      if (v.pair) tcTuning.viaPair = true;
+      if (v.two) tcTuning.viaPair = false;
       if (v.noWaves) tcTuning.units = null;
       if (v.noTail) tcTuning.tail = false;
       if (v.noViaTN) tcTuning.viaTN = null;
@@ -321,7 +323,7 @@ interface Variant {
   noTail?: boolean;
   noViaTN?: boolean;
   viaTN?: boolean;
-  pair?: boolean;
+  two?: boolean;
 }
 
 function variantOf(name: string): Variant {
@@ -331,7 +333,7 @@ function variantOf(name: string): Variant {
   if (name === 'auto-novia') return { noViaTN: true };
   if (name === 'auto-neither') return { noTail: true, noViaTN: true };
   if (name === 'auto-via') return { viaTN: true };
-  if (name === 'auto-pair') return { pair: true };
+  if (name === 'auto-two') return { two: true };
   const [n, tail] = name.split('+');
   if (!Object.hasOwn(TC_TILES, n!) || (tail !== undefined && tail !== 'tail')) throw new Error(`matmul-tc-bench: unknown variant '${name}'`);
   return { tile: TC_TILES[n as TcTileName], ...(tail ? { tail: true } : {}) };
@@ -404,7 +406,19 @@ async function main() {
   if (!flag('no-bench') && 'frag' in plan) {
     const gpu = await createContext({ profile: true });
     const reps = Number(opt('reps') ?? 10);
-    const maxEl = 8192 * 5632;
+    // the 1.1B LoRA step's products (2048 tokens) and two more 2048-token shapes only with --shapes=2048
+  const shapes = ([
+    [4096, 4096, 4096],
+    [8192, 2048, 5632],
+    [8192, 5632, 2048],
+    [2048, 2048, 2048],
+    [2048, 5632, 2048],
+    [2048, 2048, 5632],
+    [2048, 256, 2048],
+    [2048, 32000, 2048], // the LM head at 2048 tokens (not the step's: its loss runs the head in 256-row chunks)
+    [2048, 4096, 4096], // a 7B projection at 2048 tokens
+  ] as [number, number, number][]).filter(([M]) => (opt('shapes') ? opt('shapes')!.split(',').includes(String(M)) : M !== 2048));
+  const maxEl = Math.max(...shapes.flatMap(([M, N, K]) => [M * K, N * K, M * N]));
     const A32 = upload(gpu, randomData(maxEl, 1), [maxEl]);
     const B32 = upload(gpu, randomData(maxEl, 2), [maxEl]);
     const A16 = upload(gpu, randomData(maxEl, 1), [maxEl], 'f16');

@@ -144,7 +144,7 @@ export const tcTuning: {
   tail: boolean;
   tailMinSlices: number;
   tailCost: number;
-  viaTN: { nt: Partial<Record<TcTileName, number>>; tn: number; copyUs: number; bw: number; margin: number } | null;
+  viaTN: { nt: Partial<Record<TcTileName, number>>; tn: number; copyUs: number; secondUs: number; bw: number; margin: number } | null;
   viaPair: boolean;
   bigAlt: TcTileName;
   small: TcTileName;
@@ -181,19 +181,20 @@ export const tcTuning: {
   tailCost: 0.1,
   /** x W^T through TN where the compute units are known (`tcViaTN`): both operands transposed by the 16-bit
    *  transpose (shaders/transpose-reg16.wgsl), then the TN product, where the model's time is at least `margin`
-   *  below the NT product's. Fitted on an H100 (2026-12-07, nineteenth session, the v3 transpose): us per wave per unit of K of
+   *  below the NT product's. Fitted on an H100 (2026-12-07, nineteenth session): us per wave per unit of K of
    *  v59 and v65 in NT (148 us a wave at K 4096; 0.025: 559 us for 4096^3's 5 1/3 waves, 757 for 8192x5632x2048's
-   *  15 at K 2048) and of bigTN (v62) in TN (485 us for 4096^3's 4 waves, 647 for 8192x2048x5632's 4 at K 5632);
-   *  the copies' time as 20 us plus 4 (M + N) K bytes at 3.1 TB/s (within 4 us of all six products timed: 30 us
-   *  for two 2048 x 2048 operands, 97 for 8192 x 5632 and 2048 x 5632). Measured there: 4096^3 NT 250.5-250.9
-   *  TFLOP/s through TN against 238-240 without, 8192x5632x2048 252.2-252.3 against 249-250; the 1.1B LoRA step's
-   *  2048-token products lose through TN (2048^3 159 against 197, 2048x5632x2048 198 against 216) and the model
-   *  keeps them NT. */
-  viaTN: { nt: { v59: 0.0361, v65: 0.025 }, tn: 0.0296, copyUs: 20, bw: 3.1e12, margin: 0.01 },
-  /** x W^T through TN transposes both operands in one dispatch (`transposePair16`) where true; one dispatch each
-   *  (false) is what was timed (the numbers above). The pair form is exact on lavapipe but untimed: the session
-   *  that built it had no device time left (`matmul-tc-bench --sweep=auto,auto-pair --layouts=NT` times both). */
-  viaPair: false,
+   *  15 at K 2048) and of bigTN (v62) in TN (485 us for 4096^3's 4 waves, 647 for 8192x2048x5632's 4 at K 5632).
+   *  The copies take `copyUs` plus 4 (M + N) K bytes at 3.1 TB/s in one dispatch (`viaPair`; twentieth session: 53.6-53.8
+   *  us for two 4096 x 4096 operands, 47.0-47.1 for 8192 x 2048 and 5632 x 2048, both within 0.3 us of the model),
+   *  and `secondUs` more as two dispatches (62.6-62.8 and 55.8-56.0 us; the nineteenth session's fit, 20 us, was
+   *  within 4 us of all six products it timed). Measured through TN with the pair (twentieth session): 4096^3 NT
+   *  255.1-255.7 TFLOP/s (250.7-250.9 with two dispatches, 238-240 without the route), 8192x5632x2048 255.5-255.8
+   *  (252.4-252.5; 249-250). The 1.1B LoRA step's 2048-token products lose through TN (2048^3 159 against 197,
+   *  2048x5632x2048 198 against 216) and the model keeps them NT. */
+  viaTN: { nt: { v59: 0.0361, v65: 0.025 }, tn: 0.0296, copyUs: 10.5, secondUs: 9.5, bw: 3.1e12, margin: 0.01 },
+  /** x W^T through TN transposes both operands in one dispatch (`transposePair16`) where true, one each where
+   *  false (`secondUs` more in the model). */
+  viaPair: true,
   /** The big tile where `big` does not fit (no `buffer_view` in the adapter's WGSL): v29, v15 with half the
    *  epilogue scratch, which fits every layout. H100 (2026-11-24): 228 / 212 / 237-239 TFLOP/s on 4096^3, NT
    *  197-200 on 8192x5632x2048. */

@@ -187,7 +187,8 @@ export interface TcTail {
  *  compute units known and the model's time of the copies and the TN product at least `margin` below the NT
  *  product's on `ntTile`, the tile `auto` takes for it. The model counts waves as `chooseTcTile` does
  *  (`tcWaveTime`, split tails included), each wave taking its tile's measured us per unit of K (`nt` for the NT
- *  tiles; an NT tile without a rate is never replaced), and the copies `copyUs` plus 4 (M + N) K bytes at `bw`. */
+ *  tiles; an NT tile without a rate is never replaced), and the copies `copyUs` (and `secondUs` without `viaPair`)
+ *  plus 4 (M + N) K bytes at `bw`. */
 export function tcViaTN(l: Pick<TcLaunch, 'M' | 'N' | 'K' | 'batch' | 'transA' | 'transB' | 'lda' | 'ldb' | 'viaTN'>, wave: number | null, ntTile?: TcTile): boolean {
   const v = tcTuning.viaTN;
   if (l.viaTN === false || l.transA || !l.transB || l.batch !== 1 || l.lda !== l.K || l.ldb !== l.K) return false;
@@ -200,7 +201,7 @@ export function tcViaTN(l: Pick<TcLaunch, 'M' | 'N' | 'K' | 'batch' | 'transA' |
   if (!rate) return false;
   const nt = tcWaveTime(ntTile, l, wave) * rate * l.K;
   const tn = tcWaveTime(TC_TILES[tcTuning.bigTN], l, wave) * v.tn * l.K;
-  const copies = v.copyUs + ((4 * (l.M + l.N) * l.K) / v.bw) * 1e6;
+  const copies = v.copyUs + (tcTuning.viaPair ? 0 : v.secondUs) + ((4 * (l.M + l.N) * l.K) / v.bw) * 1e6;
   return tn + copies < (1 - v.margin) * nt;
 }
 
