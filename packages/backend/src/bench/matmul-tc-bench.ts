@@ -406,19 +406,7 @@ async function main() {
   if (!flag('no-bench') && 'frag' in plan) {
     const gpu = await createContext({ profile: true });
     const reps = Number(opt('reps') ?? 10);
-    // the 1.1B LoRA step's products (2048 tokens) and two more 2048-token shapes only with --shapes=2048
-  const shapes = ([
-    [4096, 4096, 4096],
-    [8192, 2048, 5632],
-    [8192, 5632, 2048],
-    [2048, 2048, 2048],
-    [2048, 5632, 2048],
-    [2048, 2048, 5632],
-    [2048, 256, 2048],
-    [2048, 32000, 2048], // the LM head at 2048 tokens (not the step's: its loss runs the head in 256-row chunks)
-    [2048, 4096, 4096], // a 7B projection at 2048 tokens
-  ] as [number, number, number][]).filter(([M]) => (opt('shapes') ? opt('shapes')!.split(',').includes(String(M)) : M !== 2048));
-  const maxEl = Math.max(...shapes.flatMap(([M, N, K]) => [M * K, N * K, M * N]));
+    const maxEl = 8192 * 5632;
     const A32 = upload(gpu, randomData(maxEl, 1), [maxEl]);
     const B32 = upload(gpu, randomData(maxEl, 2), [maxEl]);
     const A16 = upload(gpu, randomData(maxEl, 1), [maxEl], 'f16');
