@@ -184,12 +184,13 @@ export const tcTuning: {
    *  below the NT product's. Fitted on an H100 (2026-12-07, nineteenth session): us per wave per unit of K of
    *  v59 and v65 in NT (148 us a wave at K 4096; 0.025: 559 us for 4096^3's 5 1/3 waves, 757 for 8192x5632x2048's
    *  15 at K 2048) and of bigTN (v62) in TN (485 us for 4096^3's 4 waves, 647 for 8192x2048x5632's 4 at K 5632).
-   *  The copies take `copyUs` plus 4 (M + N) K bytes at 3.1 TB/s in one dispatch (`viaPair`; twentieth session: 53.6-53.8
-   *  us for two 4096 x 4096 operands, 47.0-47.1 for 8192 x 2048 and 5632 x 2048, both within 0.3 us of the model),
+   *  The copies take `copyUs` plus 4 (M + N) K bytes at 3.1 TB/s in one dispatch (`viaPair`; twentieth session:
+   *  53.6-53.8 us for two 4096 x 4096 operands, 47.0-47.1 for 8192 x 2048 and 5632 x 2048, both within 0.3 us of the model),
    *  and `secondUs` more as two dispatches (62.6-62.8 and 55.8-56.0 us; the nineteenth session's fit, 20 us, was
-   *  within 4 us of all six products it timed). Measured through TN with the pair (twentieth session): 4096^3 NT
-   *  255.1-255.7 TFLOP/s (250.7-250.9 with two dispatches, 238-240 without the route), 8192x5632x2048 255.5-255.8
-   *  (252.4-252.5; 249-250). The 1.1B LoRA step's 2048-token products lose through TN (2048^3 159 against 197,
+   *  within 4 us of all six products it timed). Measured through TN with the pair (twentieth session, two H100s):
+   *  4096^3 NT 254.8-255.8 TFLOP/s (250.2-250.9 with two dispatches, 238-240 without the route), 8192x5632x2048
+   *  255.0-255.9 (251.8-252.5; 248.5-250), 8192x2048x5632 256.6-256.9 (which two dispatches leave NT:
+   *  243.6-245.1). The 1.1B LoRA step's 2048-token products lose through TN (2048^3 159 against 197,
    *  2048x5632x2048 198 against 216) and the model keeps them NT. */
   viaTN: { nt: { v59: 0.0361, v65: 0.025 }, tn: 0.0296, copyUs: 10.5, secondUs: 9.5, bw: 3.1e12, margin: 0.01 },
   /** x W^T through TN transposes both operands in one dispatch (`transposePair16`) where true, one each where
